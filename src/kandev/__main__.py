@@ -1,0 +1,3 @@
+from kandev.cli import main
+
+main()

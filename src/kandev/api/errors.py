@@ -1,0 +1,61 @@
+"""The one mapping from domain errors to REST responses: {"error": "<message>"}."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kandev import errors
+
+STATUS_BY_ERROR: dict[type[errors.KandevError], int] = {
+    errors.NotFound: 404,
+    errors.ValidationFailed: 400,
+    errors.BadRequest: 400,
+    errors.Conflict: 409,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.RateLimited: 429,
+}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _status_for(exc: errors.KandevError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]  # type: ignore[index]
+    return 500
+
+
+def describe_validation_error(exc: RequestValidationError) -> str:
+    """Name the offending field: 'title: String should have at most 500 characters'."""
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    field = ".".join(loc) or "body"
+    if first.get("type") == "json_invalid":
+        return "body: invalid JSON"
+    if first.get("type") == "missing":
+        return f"{field}: field required"
+    return f"{field}: {first.get('msg', 'invalid value')}"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(errors.KandevError)
+    async def _domain(_: Request, exc: errors.KandevError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, errors.Unauthorized) else None
+        return error_response(_status_for(exc), exc.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, describe_validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "error"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "not found"
+        return error_response(exc.status_code, message, getattr(exc, "headers", None))

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Response
+
+from kandev.api.deps import get_services
+from kandev.board.inputs import TaskCreate, TaskMove
+from kandev.services import Services
+
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+
+
+@router.post("", status_code=201)
+async def create_task(body: TaskCreate, services: Services = Depends(get_services)) -> Any:
+    return (await services.tasks.create_task(body)).to_json()
+
+
+@router.get("")
+async def list_tasks(
+    workflow_id: str | None = None,
+    workspace_id: str | None = None,
+    services: Services = Depends(get_services),
+) -> dict[str, Any]:
+    items, total = await services.tasks.list_tasks(
+        workflow_id=workflow_id, workspace_id=workspace_id
+    )
+    return {"tasks": [t.to_json() for t in items], "total": total}
+
+
+@router.get("/{task_id}")
+async def get_task(task_id: str, services: Services = Depends(get_services)) -> Any:
+    return (await services.tasks.get_task(task_id)).to_json()
+
+
+@router.delete("/{task_id}", status_code=204)
+async def delete_task(task_id: str, services: Services = Depends(get_services)) -> Response:
+    await services.tasks.delete_task(task_id)
+    return Response(status_code=204)
+
+
+@router.post("/{task_id}/move")
+async def move_task(
+    task_id: str, body: TaskMove, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    task, step = await services.tasks.move_task(task_id, body)
+    return {"task": task.to_json(), "workflow_step": step.to_json()}

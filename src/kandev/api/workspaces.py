@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from kandev.api.deps import get_services
+from kandev.board.inputs import WorkspaceCreate
+from kandev.services import Services
+
+router = APIRouter(prefix="/api/v1/workspaces", tags=["workspaces"])
+
+
+@router.post("", status_code=201)
+async def create_workspace(
+    body: WorkspaceCreate, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    return (await services.workspaces.create_workspace(body)).to_json()
+
+
+@router.get("")
+async def list_workspaces(services: Services = Depends(get_services)) -> dict[str, Any]:
+    items, total = await services.workspaces.list_workspaces()
+    return {"workspaces": [w.to_json() for w in items], "total": total}
+
+
+@router.get("/{workspace_id}")
+async def get_workspace(
+    workspace_id: str, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    return (await services.workspaces.get_workspace(workspace_id)).to_json()

@@ -1,0 +1,36 @@
+"""Builds the ASGI app: error mapping, auth middleware, routers, lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from kandev import __version__
+from kandev.api import agent_profiles, auth, health, tasks, users, workflows, workspaces
+from kandev.api.errors import install_error_handlers
+from kandev.auth.middleware import AuthMiddleware
+from kandev.config import Settings
+from kandev.services import Services, build_services
+
+
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
+    settings = settings or Settings()
+    services = services or build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await services.prepare()
+        try:
+            yield
+        finally:
+            await services.close()
+
+    app = FastAPI(title="Kandev", version=__version__, lifespan=lifespan)
+    app.state.services = services
+    install_error_handlers(app)
+    for module in (health, auth, users, workspaces, workflows, tasks, agent_profiles):
+        app.include_router(module.router)
+    app.add_middleware(AuthMiddleware, auth_service=services.auth)
+    return app

@@ -1,0 +1,85 @@
+"""The one HTTP authentication gate, as plain ASGI so the identity contextvar set here is
+the one endpoints see (BaseHTTPMiddleware would run them in another task/context).
+
+Auth off: every request is the synthetic identity. Auth on: the session cookie, then a
+`Bearer kandev_pat_…` header. Without a valid credential only public paths (and anything
+outside /api/, which includes the web UI and the MCP endpoints that authenticate
+themselves) go through, with no identity; other /api/ paths get a JSON 401.
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kandev.auth.identity import SYNTHETIC_IDENTITY, Identity, acting_as
+from kandev.auth.service import AuthService
+
+SESSION_COOKIE = "kandev_session"
+PUBLIC_ROUTES = frozenset(
+    {
+        ("GET", "/health"),
+        ("HEAD", "/health"),
+        ("GET", "/api/v1/auth/me"),
+        ("POST", "/api/v1/auth/login"),
+        ("POST", "/api/v1/auth/setup"),
+    }
+)
+_SLASHES = re.compile(r"/{2,}")
+
+
+def is_protected(method: str, path: str) -> bool:
+    """True when a request to this path needs a credential."""
+    # Collapse '//' so '//api/…' can't dodge the /api/ prefix check.
+    path = _SLASHES.sub("/", path)
+    if (method.upper(), path) in PUBLIC_ROUTES:
+        return False
+    return path == "/api" or path.startswith("/api/")
+
+
+def unauthorized_response() -> JSONResponse:
+    return JSONResponse(
+        {"error": "authentication required"},
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, auth_service: AuthService) -> None:
+        self.app = app
+        self.auth = auth_service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if self.auth.mode == "disabled":
+            identity: Identity | None = SYNTHETIC_IDENTITY
+        else:
+            identity = await self._resolve(HTTPConnection(scope))
+        # A websocket can't receive a JSON 401; its endpoint checks the identity itself.
+        if (
+            identity is None
+            and scope["type"] == "http"
+            and is_protected(scope["method"], scope["path"])
+        ):
+            await unauthorized_response()(scope, receive, send)
+            return
+        with acting_as(identity):
+            await self.app(scope, receive, send)
+
+    async def _resolve(self, conn: HTTPConnection) -> Identity | None:
+        client_ip = conn.client.host if conn.client else ""
+        cookie = conn.cookies.get(SESSION_COOKIE)
+        if cookie:
+            identity = await self.auth.resolve_session_token(cookie, client_ip)
+            if identity is not None:
+                return identity
+        scheme, _, credential = conn.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and credential.strip():
+            return await self.auth.resolve_bearer(credential.strip())
+        return None

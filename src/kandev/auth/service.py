@@ -1,0 +1,446 @@
+"""Authentication: modes, first-admin setup, login, sessions, personal access tokens, users.
+
+The mode is cached in memory and only changes at startup (`refresh_mode`) or when the first
+admin is created in this process. Guards on who may call what live here too, so every
+surface (REST, MCP, CLI) gets the same answers: credential management for a missing or
+synthetic identity "does not exist" (NotFound), user management needs an admin (Forbidden).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.auth import passwords
+from kandev.auth import repository as repo
+from kandev.auth.identity import DEFAULT_USER_ID, ROLE_ADMIN, Identity
+from kandev.auth.rate_limit import LoginRateLimiter
+from kandev.auth.tokens import (
+    hash_token,
+    looks_like_session_token,
+    new_pat,
+    new_session_token,
+    parse_pat,
+)
+from kandev.auth.validation import (
+    MAX_PASSWORD,
+    normalize_email,
+    validate_display_name,
+    validate_email,
+    validate_password,
+    validate_role,
+    validate_token_name,
+    validate_ttl_hours,
+)
+from kandev.clock import Clock, isoformat
+from kandev.config import Settings
+from kandev.db.engine import Database
+from kandev.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from kandev.ids import IdFactory
+
+AuthMode = Literal["disabled", "setup", "enabled"]
+
+DEFAULT_SESSION_TTL_HOURS = 720
+# Writes on the hot path are throttled: last_seen_at / last_used_at move at most once a minute.
+TOUCH_INTERVAL = timedelta(seconds=60)
+MAX_USER_AGENT = 256
+INVALID_CREDENTIALS = "invalid email or password"
+SETUP_UNAVAILABLE = "setup is not available"
+EMAIL_TAKEN = "email already registered"
+
+
+@dataclass(frozen=True)
+class SessionGrant:
+    """A freshly created browser session: the raw cookie value is only ever held here."""
+
+    user: dict[str, Any]
+    token: str = field(repr=False)
+    max_age: int  # cookie Max-Age, seconds
+
+
+def user_json(row: Row[Any]) -> dict[str, Any]:
+    """The public shape of a user; hashes and settings never leave the service."""
+    return {
+        "id": row.id,
+        "email": row.email,
+        "display_name": row.display_name,
+        "role": row.role,
+        "status": row.status,
+        "created_at": isoformat(row.created_at),
+        "updated_at": isoformat(row.updated_at),
+    }
+
+
+def token_json(row: Row[Any]) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "prefix": row.prefix,
+        "created_at": isoformat(row.created_at),
+        "expires_at": isoformat(row.expires_at),
+        "last_used_at": isoformat(row.last_used_at),
+    }
+
+
+def require_real(identity: Identity | None) -> Identity:
+    """Credential management does not exist for internal or synthetic (auth off) callers."""
+    if identity is None or identity.synthetic:
+        raise NotFound("not found")
+    return identity
+
+
+def require_admin(identity: Identity | None) -> Identity:
+    identity = require_real(identity)
+    if not identity.is_admin:
+        raise Forbidden("admin role required")
+    return identity
+
+
+class AuthService:
+    def __init__(
+        self, db: Database, clock: Clock, settings: Settings, id_factory: IdFactory
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._settings = settings
+        self._new_id = id_factory
+        # Fail closed until refresh_mode has read the database: credentials required.
+        self._mode: AuthMode = "enabled" if settings.auth else "disabled"
+        self._setup_lock = asyncio.Lock()
+        self._limiter = LoginRateLimiter(
+            clock, settings.login_attempts, settings.login_window_seconds
+        )
+
+    # --- mode -------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> AuthMode:
+        return self._mode
+
+    @property
+    def session_ttl(self) -> timedelta:
+        hours = self._settings.session_ttl_hours
+        return timedelta(hours=hours if hours > 0 else DEFAULT_SESSION_TTL_HOURS)
+
+    @property
+    def session_max_age(self) -> int:
+        return int(self.session_ttl.total_seconds())
+
+    async def refresh_mode(self) -> AuthMode:
+        if not self._settings.auth:
+            self._mode = "disabled"
+            return self._mode
+        async with self._db.read() as conn:
+            admins = await repo.count_admin_identities(conn)
+        self._mode = "enabled" if admins else "setup"
+        return self._mode
+
+    async def ensure_default_user(self) -> None:
+        async with self._db.write() as conn:
+            await repo.insert_default_user_if_missing(conn, self._clock.now())
+
+    # --- setup and users --------------------------------------------------------------
+
+    async def setup(
+        self,
+        email: str,
+        password: str,
+        display_name: str | None = None,
+        *,
+        client_ip: str = "",
+        user_agent: str = "",
+    ) -> SessionGrant:
+        """Create the first admin (the default-user row, promoted) and log them in."""
+        if self._mode != "setup":
+            raise Conflict(SETUP_UNAVAILABLE)
+        email = validate_email(email)
+        password = validate_password(password)
+        display_name = validate_display_name(display_name)
+        password_hash = await passwords.hash_password_async(password)
+        async with self._setup_lock:
+            if self._mode != "setup":
+                raise Conflict(SETUP_UNAVAILABLE)
+            now = self._clock.now()
+            try:
+                # One transaction: admin, identity, claimed workspaces and session, or nothing.
+                async with self._db.write() as conn:
+                    user = await self._install_first_admin(
+                        conn, email, display_name, password_hash, now
+                    )
+                    token = await self._insert_session(conn, user.id, client_ip, user_agent, now)
+            except IntegrityError as exc:  # a racing writer took the email or the identity
+                await self.refresh_mode()
+                raise Conflict(SETUP_UNAVAILABLE) from exc
+            except Conflict:
+                await self.refresh_mode()
+                raise
+            self._mode = "enabled"
+        return SessionGrant(user=user_json(user), token=token, max_age=self.session_max_age)
+
+    async def create_user(
+        self,
+        email: str,
+        password: str,
+        display_name: str | None = None,
+        role: str | None = None,
+        *,
+        actor: Identity | None,
+    ) -> dict[str, Any]:
+        """Add a user with a local password. `actor=None` is the offline CLI (no guard).
+
+        The first admin ever created (no admin identity yet) goes through the setup path, so
+        its id stays default-user and it claims the workspaces made while auth was off.
+        """
+        if actor is not None:
+            require_admin(actor)
+        email = validate_email(email)
+        password = validate_password(password)
+        display_name = validate_display_name(display_name)
+        role = validate_role(role)
+        password_hash = await passwords.hash_password_async(password)
+        first_admin = False
+        async with self._setup_lock:
+            now = self._clock.now()
+            try:
+                async with self._db.write() as conn:
+                    if role == ROLE_ADMIN and await repo.count_admin_identities(conn) == 0:
+                        first_admin = True
+                        user = await self._install_first_admin(
+                            conn, email, display_name, password_hash, now
+                        )
+                    else:
+                        user = await self._insert_user(
+                            conn, email, display_name, role, password_hash, now
+                        )
+            except IntegrityError as exc:  # a concurrent insert won the unique email
+                raise Conflict(EMAIL_TAKEN) from exc
+            if first_admin:
+                await self.refresh_mode()
+        return user_json(user)
+
+    async def list_users(self, actor: Identity | None) -> list[dict[str, Any]]:
+        require_admin(actor)
+        async with self._db.read() as conn:
+            rows = await repo.list_users(conn)
+        return [user_json(row) for row in rows]
+
+    async def identity_for_email(self, email: str) -> Identity:
+        """The identity of an active user, for offline tools acting on their behalf."""
+        async with self._db.read() as conn:
+            user = await repo.get_user_by_email(conn, normalize_email(email))
+        if user is None or user.status != repo.STATUS_ACTIVE:
+            raise NotFound(f"no active user with email {normalize_email(email)!r}")
+        return Identity(user_id=user.id, role=user.role)
+
+    async def _install_first_admin(
+        self,
+        conn: AsyncConnection,
+        email: str,
+        display_name: str,
+        password_hash: str,
+        now: datetime,
+    ) -> Row[Any]:
+        owner = await repo.get_user_by_email(conn, email)
+        if owner is not None and owner.id != DEFAULT_USER_ID:
+            raise Conflict(EMAIL_TAKEN)
+        await repo.insert_default_user_if_missing(conn, now)
+        # The UPDATE row-locks default-user, so a racing setup waits here and then sees our
+        # committed identity in the count below.
+        await repo.promote_default_user(conn, email=email, display_name=display_name, now=now)
+        if await repo.count_admin_identities(conn) > 0:
+            raise Conflict(SETUP_UNAVAILABLE)
+        await repo.claim_unowned_workspaces(conn, DEFAULT_USER_ID)
+        try:
+            await repo.insert_local_identity(
+                conn,
+                identity_id=self._new_id(),
+                user_id=DEFAULT_USER_ID,
+                email=email,
+                password_hash=password_hash,
+                now=now,
+            )
+        except IntegrityError as exc:
+            raise Conflict(SETUP_UNAVAILABLE) from exc
+        user = await repo.get_user(conn, DEFAULT_USER_ID)
+        assert user is not None
+        return user
+
+    async def _insert_user(
+        self,
+        conn: AsyncConnection,
+        email: str,
+        display_name: str,
+        role: str,
+        password_hash: str,
+        now: datetime,
+    ) -> Row[Any]:
+        if await repo.get_user_by_email(conn, email) is not None:
+            raise Conflict(EMAIL_TAKEN)
+        user_id = self._new_id()
+        await repo.insert_user(
+            conn, user_id=user_id, email=email, display_name=display_name, role=role, now=now
+        )
+        await repo.insert_local_identity(
+            conn,
+            identity_id=self._new_id(),
+            user_id=user_id,
+            email=email,
+            password_hash=password_hash,
+            now=now,
+        )
+        user = await repo.get_user(conn, user_id)
+        assert user is not None
+        return user
+
+    # --- login / logout / me ----------------------------------------------------------
+
+    async def login(
+        self, email: str, password: str, client_ip: str = "", user_agent: str = ""
+    ) -> SessionGrant:
+        if self._mode == "disabled":
+            raise Conflict("login is not available while auth is disabled")
+        if not isinstance(email, str) or not isinstance(password, str):
+            raise Unauthorized(INVALID_CREDENTIALS)
+        if len(password) > MAX_PASSWORD:
+            raise ValidationFailed("password", f"must be at most {MAX_PASSWORD} characters")
+        email = normalize_email(email)
+        key = LoginRateLimiter.key(client_ip, email)
+        self._limiter.hit(key)  # before any check, so the right password can't skip the brake
+        async with self._db.read() as conn:
+            record = await repo.get_login_record(conn, email)
+        if record is None or record.status != repo.STATUS_ACTIVE:
+            await passwords.dummy_verify_async(password)
+            raise Unauthorized(INVALID_CREDENTIALS)
+        if not await passwords.verify_password_async(record.password_hash, password):
+            raise Unauthorized(INVALID_CREDENTIALS)
+        self._limiter.reset(key)
+        now = self._clock.now()
+        async with self._db.write() as conn:
+            token = await self._insert_session(conn, record.id, client_ip, user_agent, now)
+        return SessionGrant(user=user_json(record), token=token, max_age=self.session_max_age)
+
+    async def logout(self, identity: Identity | None) -> None:
+        """End the cookie session the caller used (a PAT caller has none to end)."""
+        if identity is None or identity.synthetic or identity.session_id is None:
+            return
+        async with self._db.write() as conn:
+            await repo.delete_session(conn, identity.session_id)
+
+    async def me(self, identity: Identity | None) -> dict[str, Any]:
+        anonymous = {"mode": self._mode, "authenticated": False, "user": None}
+        if identity is None:
+            return anonymous
+        async with self._db.read() as conn:
+            user = await repo.get_user(conn, identity.user_id)
+        if user is None:
+            return anonymous
+        return {"mode": self._mode, "authenticated": True, "user": user_json(user)}
+
+    async def _insert_session(
+        self, conn: AsyncConnection, user_id: str, client_ip: str, user_agent: str, now: datetime
+    ) -> str:
+        token = new_session_token()
+        await repo.insert_session(
+            conn,
+            session_id=self._new_id(),
+            user_id=user_id,
+            token_sha256=hash_token(token),
+            now=now,
+            expires_at=now + self.session_ttl,
+            user_agent=(user_agent or "")[:MAX_USER_AGENT],
+            ip=client_ip or "",
+        )
+        return token
+
+    # --- credential resolution (middleware) -------------------------------------------
+
+    async def resolve_session_token(self, raw: str, client_ip: str = "") -> Identity | None:
+        """The identity behind a session cookie, sliding its expiry; None when not valid."""
+        if not looks_like_session_token(raw):
+            return None
+        async with self._db.read() as conn:
+            session = await repo.get_session_by_hash(conn, hash_token(raw))
+            user = await repo.get_user(conn, session.user_id) if session else None
+        if session is None:
+            return None
+        now = self._clock.now()
+        if session.expires_at <= now:
+            async with self._db.write() as conn:
+                await repo.delete_session(conn, session.id)
+            return None
+        if user is None or user.status != repo.STATUS_ACTIVE:
+            return None
+        if now - session.last_seen_at > TOUCH_INTERVAL:
+            async with self._db.write() as conn:
+                await repo.touch_session(
+                    conn,
+                    session.id,
+                    last_seen_at=now,
+                    expires_at=now + self.session_ttl,
+                    ip=client_ip if client_ip != session.ip else None,
+                )
+        return Identity(user_id=user.id, role=user.role, session_id=session.id)
+
+    async def resolve_bearer(self, raw: str) -> Identity | None:
+        """The identity behind a personal access token; other bearer kinds are not ours."""
+        token = parse_pat(raw)
+        if token is None:
+            return None
+        async with self._db.read() as conn:
+            row = await repo.get_api_token_by_hash(conn, token.sha256)
+            user = await repo.get_user(conn, row.user_id) if row else None
+        if row is None or user is None or user.status != repo.STATUS_ACTIVE:
+            return None
+        now = self._clock.now()
+        if row.expires_at is not None and row.expires_at <= now:
+            return None
+        if row.last_used_at is None or now - row.last_used_at > TOUCH_INTERVAL:
+            async with self._db.write() as conn:
+                await repo.touch_api_token(conn, row.id, now)
+        return Identity(user_id=user.id, role=user.role, token_id=row.id)
+
+    # --- personal access tokens -------------------------------------------------------
+
+    async def create_token(
+        self, identity: Identity | None, name: str, ttl_hours: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Mint a PAT; the raw string is returned once and only its SHA-256 is stored."""
+        owner = require_real(identity)
+        name = validate_token_name(name)
+        hours = validate_ttl_hours(ttl_hours)
+        token = new_pat()
+        now = self._clock.now()
+        token_id = self._new_id()
+        async with self._db.write() as conn:
+            await repo.insert_api_token(
+                conn,
+                token_id=token_id,
+                user_id=owner.user_id,
+                name=name,
+                prefix=token.prefix,
+                token_sha256=token.sha256,
+                now=now,
+                expires_at=now + timedelta(hours=hours) if hours else None,
+            )
+            row = await repo.get_api_token(conn, token_id)
+        assert row is not None
+        return token.raw, token_json(row)
+
+    async def list_tokens(self, identity: Identity | None) -> list[dict[str, Any]]:
+        owner = require_real(identity)
+        async with self._db.read() as conn:
+            rows = await repo.list_api_tokens(conn, owner.user_id)
+        return [token_json(row) for row in rows]
+
+    async def delete_token(self, identity: Identity | None, token_id: str) -> None:
+        owner = require_real(identity)
+        async with self._db.write() as conn:
+            deleted = await repo.delete_api_token(conn, token_id, owner.user_id)
+        if not deleted:
+            raise NotFound("not found")

@@ -1,0 +1,110 @@
+"""Validated inputs for board operations, shared by REST and MCP (no HTTP types here).
+
+Strict types: a number where a string belongs is an error, not silently converted. Oversized
+strings are rejected, never truncated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+Description = Annotated[str, StringConstraints(max_length=20_000)]
+Prompt = Annotated[str, StringConstraints(max_length=100_000)]
+RowId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Path = Annotated[str, StringConstraints(max_length=4096)]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
+
+STEP_ACTION_TYPES = (
+    "auto_start_agent",
+    "enable_plan_mode",
+    "disable_plan_mode",
+    "move_to_next",
+    "move_to_previous",
+    "move_to_step",
+)
+
+
+class Input(BaseModel):
+    model_config = ConfigDict(strict=True, str_max_length=100_000)
+
+
+class StepAction(Input):
+    type: Literal[
+        "auto_start_agent",
+        "enable_plan_mode",
+        "disable_plan_mode",
+        "move_to_next",
+        "move_to_previous",
+        "move_to_step",
+    ]
+    config: dict[str, object] = Field(default_factory=dict)
+
+
+class StepEvents(Input):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    on_enter: list[StepAction] = Field(default_factory=list, max_length=20)
+    on_turn_start: list[StepAction] = Field(default_factory=list, max_length=20)
+    on_turn_complete: list[StepAction] = Field(default_factory=list, max_length=20)
+    on_exit: list[StepAction] = Field(default_factory=list, max_length=20)
+
+
+class WorkspaceCreate(Input):
+    name: Name
+    description: Description = ""
+
+
+class StepCreate(Input):
+    name: Name
+    position: int | None = Field(default=None, ge=0, le=10_000)
+    prompt: Prompt = ""
+    events: StepEvents | None = None
+    wip_limit: int = Field(default=0, ge=0, le=10_000)
+    is_start_step: bool = False
+
+
+class WorkflowCreate(Input):
+    workspace_id: RowId
+    name: Name
+    description: Description = ""
+    prompt: Prompt = ""
+    steps: list[StepCreate] | None = Field(default=None, max_length=50)
+
+
+class TaskCreate(Input):
+    workspace_id: RowId
+    workflow_id: RowId
+    workflow_step_id: RowId | None = None
+    title: Title
+    description: Description = ""
+    local_path: Path = ""
+
+
+class TaskMove(Input):
+    workflow_id: RowId
+    workflow_step_id: RowId
+    position: int | None = Field(default=None, ge=0, le=1_000_000)
+
+
+class AgentProfileCreate(Input):
+    name: Name
+    command: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
+        min_length=1, max_length=64
+    )
+    env: dict[EnvName, Annotated[str, StringConstraints(max_length=32_768)]] = Field(
+        default_factory=dict, max_length=100
+    )
+
+
+class AgentProfileUpdate(Input):
+    name: Name | None = None
+    command: (
+        list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] | None
+    ) = Field(default=None, min_length=1, max_length=64)
+    env: dict[EnvName, Annotated[str, StringConstraints(max_length=32_768)]] | None = Field(
+        default=None, max_length=100
+    )

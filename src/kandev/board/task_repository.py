@@ -1,0 +1,86 @@
+"""SQL for tasks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.board.models import Task
+from kandev.db.tables import tasks
+from kandev.db.visibility import hangs_off_visible_workspace
+
+
+async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task:
+    await conn.execute(insert(tasks).values(**values))
+    task = await get_task(conn, values["id"])
+    assert task is not None
+    return task
+
+
+async def get_task(conn: AsyncConnection, task_id: str) -> Task | None:
+    row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).mappings().first()
+    return Task.from_row(row) if row else None
+
+
+async def next_position_in_step(conn: AsyncConnection, step_id: str) -> int:
+    current = (
+        await conn.execute(
+            select(func.max(tasks.c.position)).where(tasks.c.workflow_step_id == step_id)
+        )
+    ).scalar_one()
+    return 0 if current is None else current + 1
+
+
+async def shift_positions_from(
+    conn: AsyncConnection, step_id: str, position: int, exclude_task_id: str
+) -> None:
+    """Make room at `position` in a step by pushing later tasks down one place."""
+    await conn.execute(
+        update(tasks)
+        .where(
+            tasks.c.workflow_step_id == step_id,
+            tasks.c.position >= position,
+            tasks.c.id != exclude_task_id,
+        )
+        .values(position=tasks.c.position + 1)
+    )
+
+
+async def update_task(conn: AsyncConnection, task_id: str, values: dict[str, Any]) -> None:
+    await conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
+
+
+async def delete_task(conn: AsyncConnection, task_id: str) -> None:
+    await conn.execute(delete(tasks).where(tasks.c.id == task_id))
+
+
+async def list_visible_tasks(
+    conn: AsyncConnection,
+    user_id: str | None,
+    *,
+    workflow_id: str | None = None,
+    workspace_id: str | None = None,
+    workflow_step_id: str | None = None,
+    include_archived: bool = False,
+) -> tuple[list[Task], int]:
+    where = [hangs_off_visible_workspace(tasks.c.workspace_id, user_id)]
+    if workflow_id is not None:
+        where.append(tasks.c.workflow_id == workflow_id)
+    if workspace_id is not None:
+        where.append(tasks.c.workspace_id == workspace_id)
+    if workflow_step_id is not None:
+        where.append(tasks.c.workflow_step_id == workflow_step_id)
+    if not include_archived:
+        where.append(tasks.c.archived_at.is_(None))
+    rows = (
+        await conn.execute(
+            select(tasks)
+            .where(*where)
+            .order_by(tasks.c.workflow_step_id, tasks.c.position, tasks.c.created_at, tasks.c.id)
+        )
+    ).mappings()
+    items = [Task.from_row(r) for r in rows]
+    return items, len(items)

@@ -1,0 +1,53 @@
+"""SQL for workspaces."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.board.models import Workspace
+from kandev.db.tables import workspaces
+from kandev.db.visibility import workspace_visible
+
+
+async def insert_workspace(
+    conn: AsyncConnection,
+    *,
+    id: str,
+    name: str,
+    description: str,
+    owner_id: str,
+    now: datetime,
+) -> Workspace:
+    values = dict(
+        id=id, name=name, description=description, owner_id=owner_id, created_at=now, updated_at=now
+    )
+    await conn.execute(insert(workspaces).values(**values))
+    return Workspace(**values)
+
+
+async def get_workspace(conn: AsyncConnection, workspace_id: str) -> Workspace | None:
+    row = (
+        (await conn.execute(select(workspaces).where(workspaces.c.id == workspace_id)))
+        .mappings()
+        .first()
+    )
+    return Workspace.from_row(row) if row else None
+
+
+async def list_visible_workspaces(
+    conn: AsyncConnection, user_id: str | None
+) -> tuple[list[Workspace], int]:
+    visible = workspace_visible(user_id)
+    rows = (
+        await conn.execute(
+            select(workspaces).where(visible).order_by(workspaces.c.created_at, workspaces.c.id)
+        )
+    ).mappings()
+    items = [Workspace.from_row(r) for r in rows]
+    total = (
+        await conn.execute(select(func.count()).select_from(workspaces).where(visible))
+    ).scalar_one()
+    return items, total

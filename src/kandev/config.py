@@ -1,0 +1,51 @@
+"""Settings, read from flags and KANDEV_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".kandev"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KANDEV_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8420
+    # KANDEV_HOME names the data dir (CONTRACT §1); `data_dir` is the field behind it.
+    data_dir: Path = Field(
+        default_factory=default_data_dir, validation_alias=AliasChoices("KANDEV_HOME", "data_dir")
+    )
+    database_url: str = ""
+    auth: bool = False
+    session_ttl_hours: int = 720
+    login_attempts: int = 10
+    login_window_seconds: int = 300
+
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy async URL: the configured one, or a SQLite file in the data dir."""
+        return normalize_database_url(self.database_url, self.data_dir)
+
+
+def normalize_database_url(url: str, data_dir: Path) -> str:
+    """Accept the URLs users type (postgresql://, sqlite:///x) and pick the async driver."""
+    if not url:
+        return f"sqlite+aiosqlite:///{(data_dir / 'kandev.db').resolve()}"
+    for plain, driver in (
+        ("postgresql://", "postgresql+asyncpg://"),
+        ("postgres://", "postgresql+asyncpg://"),
+        ("sqlite://", "sqlite+aiosqlite://"),
+    ):
+        if url.startswith(plain):
+            return driver + url[len(plain) :]
+    if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
+        return url
+    raise ValueError(
+        "database URL must start with postgresql:// or sqlite:// "
+        f"(got {url.split('://', 1)[0]!r})"
+    )

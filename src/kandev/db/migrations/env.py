@@ -1,0 +1,17 @@
+"""Alembic environment. Kandev runs it in-process with a connection handed in (see migrate.py)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from kandev.db.tables import metadata
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    render_as_batch=True,  # ALTER TABLE on SQLite goes through batch mode
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,47 @@
+"""Domain errors. Each surface maps them to statuses/codes in exactly one place."""
+
+from __future__ import annotations
+
+
+class KandevError(Exception):
+    """Base of every error a caller is meant to see."""
+
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(KandevError):
+    """Missing *or invisible*: the two must be indistinguishable to the caller."""
+
+    code = "NOT_FOUND"
+
+
+class ValidationFailed(KandevError):
+    code = "VALIDATION_ERROR"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class BadRequest(KandevError):
+    code = "BAD_REQUEST"
+
+
+class Conflict(KandevError):
+    code = "CONFLICT"
+
+
+class Unauthorized(KandevError):
+    code = "UNAUTHORIZED"
+
+
+class Forbidden(KandevError):
+    code = "FORBIDDEN"
+
+
+class RateLimited(KandevError):
+    code = "RATE_LIMITED"

@@ -1,0 +1,66 @@
+"""The service container: built once per app, handed to routers, MCP tools and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kandev.auth.access import AccessRules
+from kandev.auth.service import AuthService
+from kandev.board.agent_profiles import AgentProfileService
+from kandev.board.tasks import TaskService
+from kandev.board.workflows import WorkflowService
+from kandev.board.workspaces import WorkspaceService
+from kandev.clock import Clock, SystemClock
+from kandev.config import Settings
+from kandev.db.engine import Database
+from kandev.db.migrate import upgrade_to_head
+from kandev.ids import IdFactory, new_id
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    clock: Clock
+    new_id: IdFactory
+    auth: AuthService
+    access: AccessRules
+    workspaces: WorkspaceService
+    workflows: WorkflowService
+    tasks: TaskService
+    agent_profiles: AgentProfileService
+
+    async def prepare(self) -> None:
+        """Bring the database to the current schema and ensure the built-in rows exist."""
+        await upgrade_to_head(self.db)
+        await self.auth.ensure_default_user()
+        await self.auth.refresh_mode()
+        await self.agent_profiles.ensure_builtin_profiles()
+
+    async def close(self) -> None:
+        await self.db.dispose()
+
+
+def build_services(
+    settings: Settings,
+    *,
+    db: Database | None = None,
+    clock: Clock | None = None,
+    id_factory: IdFactory | None = None,
+) -> Services:
+    db = db or Database(settings.resolved_database_url())
+    clock = clock or SystemClock()
+    id_factory = id_factory or new_id
+    access = AccessRules(db)
+    return Services(
+        settings=settings,
+        db=db,
+        clock=clock,
+        new_id=id_factory,
+        auth=AuthService(db, clock, settings, id_factory),
+        access=access,
+        workspaces=WorkspaceService(db, clock, id_factory, access),
+        workflows=WorkflowService(db, clock, id_factory, access),
+        tasks=TaskService(db, clock, id_factory, access),
+        agent_profiles=AgentProfileService(db, clock, id_factory),
+    )
