@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from kandev.app import create_app
 from kandev.clock import ManualClock
 from kandev.config import Settings, normalize_database_url
 from kandev.db.engine import Database
@@ -25,11 +24,12 @@ REQUIRE_ALL = os.environ.get("KANDEV_TEST_REQUIRE_ALL") == "1"
 DATABASE_KINDS = ["sqlite", "postgres"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Every async test runs on anyio's asyncio backend without repeating the marker.
-    for item in items:
-        if inspect.iscoroutinefunction(getattr(item, "function", None)):
-            item.add_marker(pytest.mark.anyio)
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    # Every async test runs on anyio's asyncio backend without repeating the marker; it has
+    # to be added before anyio's own collection hook looks for it.
+    if collector.funcnamefilter(name) and inspect.iscoroutinefunction(obj):
+        pytest.mark.anyio(obj)
 
 
 @pytest.fixture(scope="session")
@@ -72,11 +72,14 @@ async def _create_pg_database(server: PgServer) -> str:
 
 
 @pytest.fixture(params=DATABASE_KINDS)
-async def database_url(
-    request: pytest.FixtureRequest, tmp_path: Path, pg_server: PgServer | None
-) -> str:
+def database_kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+async def database_url(database_kind: str, tmp_path: Path, pg_server: PgServer | None) -> str:
     """A fresh, empty database of each kind (async URL)."""
-    if request.param == "sqlite":
+    if database_kind == "sqlite":
         return normalize_database_url("", tmp_path)
     if pg_server is None:
         missing("PostgreSQL")
@@ -131,6 +134,8 @@ class LiveServer:
         self.services = services
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        from kandev.app import create_app
+
         config = uvicorn.Config(
             create_app(services.settings, services=services),
             host="127.0.0.1",

@@ -77,7 +77,7 @@ def _cases(ids: dict[str, str]) -> list[tuple[str, str, object, str]]:
         ("POST", "/api/v1/agent-profiles", {"name": "p", "command": "claude"}, "command"),
         ("POST", "/api/v1/agent-profiles", {"name": "p", "command": [""]}, "command.0"),
         ("POST", "/api/v1/agent-profiles",
-         {"name": "p", "command": ["a"], "env": {"BAD NAME": "1"}}, "env.BAD NAME"),
+         {"name": "p", "command": ["a"], "env": {"BAD NAME": "1"}}, "env.BAD NAME.[key]"),
         ("POST", "/api/v1/agent-profiles", {"name": "p", "command": ["a"], "env": {"A": 1}},
          "env.A"),
     ]

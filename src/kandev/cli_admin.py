@@ -1,0 +1,121 @@
+"""Offline admin commands: `kandev user create` and `kandev token create`.
+
+They open the configured database directly (migrating it first, like the server does), so
+the first admin and a first token can be made before the server ever runs. Register with
+`app.add_typer(user_app, name="user")` and `app.add_typer(token_app, name="token")`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from kandev.auth.identity import ROLE_ADMIN
+from kandev.config import Settings
+from kandev.errors import KandevError
+from kandev.services import Services, build_services
+
+T = TypeVar("T")
+
+user_app = typer.Typer(help="Manage users in the configured database.", no_args_is_help=True)
+token_app = typer.Typer(help="Manage personal access tokens.", no_args_is_help=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="KANDEV_HOME", help="Data directory (default ~/.kandev)."),
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar="KANDEV_DATABASE_URL",
+        help="postgresql://… or sqlite:///…; default: SQLite in the data dir.",
+    ),
+]
+
+
+def load_settings(data_dir: Path | None, database_url: str | None) -> Settings:
+    overrides: dict[str, Any] = {}
+    if data_dir is not None:
+        # By alias: the field is declared with validation_alias KANDEV_HOME.
+        overrides["KANDEV_HOME"] = data_dir.expanduser()
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    return Settings.model_validate(overrides)
+
+
+def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) -> T:
+    """Prepare services on the configured database, run one action, close; errors exit 1."""
+
+    async def _main() -> T:
+        services = build_services(settings)
+        try:
+            await services.prepare()
+            return await action(services)
+        finally:
+            await services.close()
+
+    try:
+        return asyncio.run(_main())
+    except KandevError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@user_app.command("create")
+def user_create(
+    email: Annotated[str, typer.Option("--email", help="The user's login email.")],
+    password: Annotated[
+        str | None,
+        typer.Option(
+            "--password",
+            envvar="KANDEV_USER_PASSWORD",
+            help="At least 8 characters; prompted (hidden) when not given.",
+        ),
+    ] = None,
+    display_name: Annotated[str, typer.Option("--display-name")] = "",
+    role: Annotated[str, typer.Option("--role", help="admin or member.")] = "member",
+    admin: Annotated[bool, typer.Option("--admin", help="Same as --role admin.")] = False,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Create a user with a local password. The first admin becomes the server's owner."""
+    if password is None:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    settings = load_settings(data_dir, database_url)
+    chosen_role = ROLE_ADMIN if admin else role
+
+    async def action(services: Services) -> dict[str, Any]:
+        return await services.auth.create_user(
+            email, password, display_name, chosen_role, actor=None
+        )
+
+    user = run_offline(settings, action)
+    typer.echo(f"created {user['role']} {user['email']} (id {user['id']})")
+
+
+@token_app.command("create")
+def token_create(
+    email: Annotated[str, typer.Option("--email", help="Owner of the new token.")],
+    name: Annotated[str, typer.Option("--name", help="A label to recognise it by.")] = "cli",
+    ttl_hours: Annotated[
+        int, typer.Option("--ttl-hours", help="Hours until it expires; 0 = never.")
+    ] = 0,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Mint a personal access token and print it once (only its hash is stored)."""
+    settings = load_settings(data_dir, database_url)
+
+    async def action(services: Services) -> str:
+        identity = await services.auth.identity_for_email(email)
+        raw, _record = await services.auth.create_token(identity, name, ttl_hours)
+        return raw
+
+    raw = run_offline(settings, action)
+    typer.echo("token created; it is shown only this once:", err=True)
+    typer.echo(raw)

@@ -1,0 +1,71 @@
+"""`kandev serve` as a user runs it: a real process, migrations applied, /health answering."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from typer.testing import CliRunner
+
+from kandev.cli import app
+from tests.conftest import free_port
+
+
+def _wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}")
+        try:
+            return httpx.get(f"{url}/health", timeout=1.0)
+        except httpx.TransportError:
+            try:
+                proc.wait(timeout=0.05)  # a bounded poll that wakes early if the process dies
+            except subprocess.TimeoutExpired:
+                pass
+    raise AssertionError("server did not answer /health in time")
+
+
+def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "KANDEV_HOME": str(tmp_path / "home")}
+    env.pop("KANDEV_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kandev", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        r = _wait_for_health(url, proc)
+        assert (r.status_code, r.json()) == (200, {"status": "ok"})
+        assert (tmp_path / "home" / "kandev.db").exists()
+        me = httpx.get(f"{url}/api/v1/auth/me").json()
+        assert me["mode"] == "disabled"
+        profiles = httpx.get(f"{url}/api/v1/agent-profiles").json()["agent_profiles"]
+        assert [p["name"] for p in profiles] == ["demo"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=30)[0].decode()
+    assert "SQLite at" in output and "auth off" in output
+
+
+def test_help_lists_the_commands() -> None:
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("serve", "user", "token"):
+        assert command in result.output
+
+
+def test_serve_refuses_an_unknown_database_url(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--data-dir", str(tmp_path), "--database-url", "mysql://x/y"]
+    )
+    assert result.exit_code == 2
+    assert "postgresql://" in result.output
