@@ -132,7 +132,7 @@ class LiveServer:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.port = free_port()
+        self.port = services.settings.port
         self.url = f"http://127.0.0.1:{self.port}"
         from kandev.app import create_app
 
@@ -142,6 +142,7 @@ class LiveServer:
             port=self.port,
             log_level="warning",
             lifespan="on",
+            timeout_graceful_shutdown=3,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -176,8 +177,17 @@ def live_server_factory(tmp_path: Path) -> Iterator:
     """Start servers with chosen settings: factory(database_url, clock=…, auth=True)."""
     started: list[LiveServer] = []
 
-    def factory(database_url: str, *, clock: ManualClock | None = None, **settings: object):
-        built = build_services(make_settings(tmp_path, database_url, **settings), clock=clock)
+    def factory(
+        database_url: str,
+        *,
+        clock: ManualClock | None = None,
+        runtime: object | None = None,
+        **settings: object,
+    ):
+        settings.setdefault("port", free_port())
+        built = build_services(
+            make_settings(tmp_path, database_url, **settings), clock=clock, runtime=runtime
+        )
         server = LiveServer(built).start()
         started.append(server)
         return server

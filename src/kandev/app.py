@@ -8,7 +8,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from kandev import __version__
-from kandev.api import agent_profiles, auth, health, tasks, users, workflows, workspaces
+from kandev.api import (
+    agent_profiles,
+    auth,
+    events,
+    health,
+    sessions,
+    tasks,
+    users,
+    workflows,
+    workspaces,
+)
 from kandev.api.errors import install_error_handlers
 from kandev.auth.middleware import AuthMiddleware
 from kandev.config import Settings
@@ -30,7 +40,17 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app = FastAPI(title="Kandev", version=__version__, lifespan=lifespan)
     app.state.services = services
     install_error_handlers(app)
-    for module in (health, auth, users, workspaces, workflows, tasks, agent_profiles):
+    for module in (
+        health,
+        auth,
+        users,
+        workspaces,
+        workflows,
+        tasks,
+        agent_profiles,
+        sessions,
+        events,
+    ):
         app.include_router(module.router)
     app.add_middleware(AuthMiddleware, auth_service=services.auth)
     return app

@@ -85,7 +85,14 @@ def serve(
             "this port can drive your agents. Use --auth.",
             err=True,
         )
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level="info",
+        # Open SSE streams must not hold a shutdown (or a restart) hostage.
+        timeout_graceful_shutdown=5,
+    )
 
 
 def main() -> None:

@@ -41,8 +41,7 @@ DatabaseUrl = Annotated[
 def load_settings(data_dir: Path | None, database_url: str | None) -> Settings:
     overrides: dict[str, Any] = {}
     if data_dir is not None:
-        # By alias: the field is declared with validation_alias KANDEV_HOME.
-        overrides["KANDEV_HOME"] = data_dir.expanduser()
+        overrides["data_dir"] = data_dir.expanduser()
     if database_url is not None:
         overrides["database_url"] = database_url
     return Settings.model_validate(overrides)

@@ -26,6 +26,16 @@ class Settings(BaseSettings):
     session_ttl_hours: int = 720
     login_attempts: int = 10
     login_window_seconds: int = 300
+    # How agents started by this server reach it (agent MCP endpoint); derived when empty.
+    public_url: str = ""
+
+    def public_base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
 
     def resolved_database_url(self) -> str:
         """The SQLAlchemy async URL: the configured one, or a SQLite file in the data dir."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kandev.agents.orchestrator import Orchestrator
+from kandev.agents.runtime import AgentRuntime
 from kandev.auth.access import AccessRules
+from kandev.auth.agent_tokens import AgentTokenService
 from kandev.auth.service import AuthService
 from kandev.board.agent_profiles import AgentProfileService
 from kandev.board.tasks import TaskService
@@ -14,7 +17,10 @@ from kandev.clock import Clock, SystemClock
 from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.db.migrate import upgrade_to_head
+from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
+from kandev.sessions.recorder import SessionRecorder
+from kandev.sessions.service import SessionService
 
 
 @dataclass
@@ -29,6 +35,10 @@ class Services:
     workflows: WorkflowService
     tasks: TaskService
     agent_profiles: AgentProfileService
+    bus: EventBus
+    agent_tokens: AgentTokenService
+    orchestrator: Orchestrator
+    sessions: SessionService
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
@@ -36,8 +46,11 @@ class Services:
         await self.auth.ensure_default_user()
         await self.auth.refresh_mode()
         await self.agent_profiles.ensure_builtin_profiles()
+        # Agent processes died with the previous server; their sessions wait for a prompt.
+        await self.orchestrator.recorder.settle_after_restart()
 
     async def close(self) -> None:
+        await self.orchestrator.shutdown()
         await self.db.dispose()
 
 
@@ -47,11 +60,20 @@ def build_services(
     db: Database | None = None,
     clock: Clock | None = None,
     id_factory: IdFactory | None = None,
+    runtime: AgentRuntime | None = None,
 ) -> Services:
     db = db or Database(settings.resolved_database_url())
     clock = clock or SystemClock()
     id_factory = id_factory or new_id
+    if runtime is None:
+        from kandev.agents.acp_runtime import AcpRuntime
+
+        runtime = AcpRuntime()
     access = AccessRules(db)
+    bus = EventBus()
+    agent_tokens = AgentTokenService(db, clock, id_factory, auth_enabled=settings.auth)
+    recorder = SessionRecorder(db, clock, id_factory, bus)
+    orchestrator = Orchestrator(db, recorder, runtime, agent_tokens, settings)
     return Services(
         settings=settings,
         db=db,
@@ -63,4 +85,8 @@ def build_services(
         workflows=WorkflowService(db, clock, id_factory, access),
         tasks=TaskService(db, clock, id_factory, access),
         agent_profiles=AgentProfileService(db, clock, id_factory),
+        bus=bus,
+        agent_tokens=agent_tokens,
+        orchestrator=orchestrator,
+        sessions=SessionService(db, clock, id_factory, access, orchestrator, agent_tokens, bus),
     )

@@ -20,6 +20,8 @@ from kandev.auth.validation import MAX_DISPLAY_NAME, MAX_EMAIL, MAX_PASSWORD, MA
 from kandev.services import Services
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
+# Spelled as the contract writes it ("SameSite=Lax"); Starlette passes the value through.
+SAME_SITE: Any = "Lax"
 
 
 class SetupBody(BaseModel):
@@ -68,7 +70,7 @@ def set_session_cookie(response: Response, request: Request, grant: SessionGrant
         max_age=grant.max_age,
         path="/",
         httponly=True,
-        samesite="lax",
+        samesite=SAME_SITE,
         secure=is_https(request),
     )
 
@@ -108,7 +110,7 @@ async def logout(request: Request, auth: AuthDep) -> Response:
     await auth.logout(current_identity())
     response = Response(status_code=204)
     response.delete_cookie(
-        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=is_https(request)
+        SESSION_COOKIE, path="/", httponly=True, samesite=SAME_SITE, secure=is_https(request)
     )
     return response
 

@@ -1,0 +1,671 @@
+"""`AcpRuntime`: run an agent command as a subprocess and drive it over ACP on stdio.
+
+One `AcpAgentHandle` is one agent process with one open ACP session. The process runs in
+its own process group (so `stop()` also ends whatever the agent spawned), its stderr is kept
+in a small ring buffer (so failures can quote the last lines), and its `session/update`
+notifications are reduced to `AgentUpdate`s delivered to `AgentEvents.on_agent_update` in
+the order the agent sent them.
+
+Client side of ACP, deliberately minimal:
+
+- capabilities: no file system, no terminal (agents use their own tools for those);
+- `session/request_permission`: the first "allow" option is chosen automatically, otherwise
+  the request is answered `cancelled`. A permission UI comes later;
+- every other client method (fs/*, terminal/*, extensions) answers method-not-found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    AllowedOutcome,
+    ClientCapabilities,
+    ContentToolCallContent,
+    DeniedOutcome,
+    FileEditToolCallContent,
+    FileSystemCapabilities,
+    HttpHeader,
+    HttpMcpServer,
+    Implementation,
+    InitializeResponse,
+    PermissionOption,
+    RequestPermissionResponse,
+    ResourceContentBlock,
+    TerminalToolCallContent,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from kandev import __version__
+from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MCP_SERVER_NAME = "kandev"
+STDERR_TAIL_LINES = 20  # lines quoted in failure messages
+STDERR_KEEP_LINES = 200  # lines kept in the ring buffer
+STDERR_MAX_LINE = 2000  # characters kept per stderr line
+EXIT_DRAIN_SECONDS = 1.0  # after the process exits, how long to wait for its pipes to drain
+
+_ALLOW_KINDS = ("allow_once", "allow_always")
+
+
+def resolve_command(command: list[str]) -> list[str]:
+    """The argv to execute; `kandev …` runs this very installation (`python -m kandev …`)."""
+    if not command:
+        raise AgentFailed("agent command is empty")
+    if command[0] == "kandev":
+        return [sys.executable, "-m", "kandev", *command[1:]]
+    return list(command)
+
+
+class _StderrTail:
+    """A bounded ring buffer of the last lines of a text stream (stderr, stray stdout)."""
+
+    def __init__(self, keep: int = STDERR_KEEP_LINES) -> None:
+        self._lines: deque[str] = deque(maxlen=keep)
+        self._partial = ""
+
+    def feed(self, data: bytes) -> None:
+        text = self._partial + data.decode("utf-8", errors="replace")
+        *complete, self._partial = text.split("\n")
+        for line in complete:
+            self._append(line)
+        if len(self._partial) > STDERR_MAX_LINE:
+            self._append(self._partial)
+            self._partial = ""
+
+    def finish(self) -> None:
+        if self._partial:
+            self._append(self._partial)
+            self._partial = ""
+
+    def _append(self, line: str) -> None:
+        line = line.rstrip("\r")
+        if line.strip():
+            self._lines.append(line[:STDERR_MAX_LINE])
+
+    def tail(self, count: int = STDERR_TAIL_LINES) -> str:
+        lines = list(self._lines)[-count:]
+        if self._partial.strip():
+            lines.append(self._partial[:STDERR_MAX_LINE])
+        return "\n".join(lines)
+
+
+def _render_block(block: Any) -> str:
+    if isinstance(block, TextContentBlock):
+        return block.text
+    if isinstance(block, ResourceContentBlock):
+        return f"[{block.name}]({block.uri})"
+    kind = getattr(block, "type", "content")
+    return f"[{kind}]"
+
+
+def _render_tool_content(items: list[Any] | None) -> str:
+    parts: list[str] = []
+    for item in items or []:
+        if isinstance(item, ContentToolCallContent):
+            parts.append(_render_block(item.content))
+        elif isinstance(item, FileEditToolCallContent):
+            parts.append(f"[diff {item.path}]")
+        elif isinstance(item, TerminalToolCallContent):
+            parts.append(f"[terminal {item.terminal_id}]")
+    return "\n".join(part for part in parts if part)
+
+
+def reduce_update(update: Any) -> AgentUpdate | None:
+    """Map one ACP `session/update` payload to what Kandev stores (None: not stored)."""
+    if isinstance(update, AgentMessageChunk):
+        return AgentUpdate(kind="agent_text", content=_render_block(update.content))
+    if isinstance(update, AgentThoughtChunk):
+        return AgentUpdate(kind="agent_thought", content=_render_block(update.content))
+    if isinstance(update, ToolCallStart):
+        metadata: dict[str, Any] = {
+            "status": update.status or "pending",
+            "kind": update.kind or "other",
+        }
+        if update.raw_input is not None:
+            metadata["raw_input"] = update.raw_input
+        text = _render_tool_content(update.content)
+        if text:
+            metadata["text"] = text
+        return AgentUpdate(
+            kind="tool_call", content=update.title, key=update.tool_call_id, metadata=metadata
+        )
+    if isinstance(update, ToolCallProgress):
+        # Only what the agent changed: absent fields mean "unchanged".
+        metadata = {}
+        if update.status is not None:
+            metadata["status"] = update.status
+        if update.title is not None:
+            metadata["title"] = update.title
+        if update.kind is not None:
+            metadata["kind"] = update.kind
+        if update.raw_input is not None:
+            metadata["raw_input"] = update.raw_input
+        if update.raw_output is not None:
+            metadata["raw_output"] = update.raw_output
+        return AgentUpdate(
+            kind="tool_call_update",
+            content=_render_tool_content(update.content),
+            key=update.tool_call_id,
+            metadata=metadata,
+        )
+    if isinstance(update, AgentPlanUpdate):
+        entries = [
+            {"content": e.content, "status": e.status, "priority": e.priority}
+            for e in update.entries
+        ]
+        rendered = "\n".join(f"[{e['status']}] {e['content']}" for e in entries)
+        return AgentUpdate(kind="plan", content=rendered, key="plan", metadata={"entries": entries})
+    return None  # user echoes, mode/commands/usage/config updates: not stored
+
+
+class _KandevClient:
+    """The ACP Client the agent talks to: forwards updates, answers permissions."""
+
+    def __init__(self, handle: AcpAgentHandle) -> None:
+        self._handle = handle
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        # Must not await before enqueueing: the SDK runs each notification in its own task,
+        # and only the synchronous prefix of those tasks runs in arrival order.
+        self._handle._on_session_update(session_id, update)
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        # No permissions UI yet: allow what the agent offers to allow, else decline.
+        for option in options:
+            if option.kind in _ALLOW_KINDS:
+                return RequestPermissionResponse(
+                    outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
+                )
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    # Capabilities say no fs and no terminal; answer such calls method-not-found explicitly
+    # (the SDK would otherwise answer some terminal methods with a null result).
+    async def write_text_file(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def create_terminal(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/create")
+
+    async def terminal_output(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/output")
+
+    async def release_terminal(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/release")
+
+    async def wait_for_terminal_exit(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(self, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/kill")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+class _ProcessEnded(Exception):
+    """The agent process ended (or closed its output) while a request was outstanding."""
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, RequestError):
+        text = str(exc)
+        if isinstance(exc.data, Mapping):
+            detail = exc.data.get("details") or exc.data.get("message")
+            if detail:
+                text = f"{text}: {detail}"
+        elif exc.data:
+            text = f"{text}: {exc.data}"
+        return text
+    return str(exc) or type(exc).__name__
+
+
+class AcpAgentHandle:
+    """A running ACP agent process with one open session (implements `AgentHandle`)."""
+
+    def __init__(
+        self,
+        launch: AgentLaunch,
+        events: AgentEvents,
+        process: asyncio.subprocess.Process,
+        *,
+        stop_grace: float,
+    ) -> None:
+        self._launch = launch
+        self._events = events
+        self._proc = process
+        self._stop_grace = stop_grace
+        self._stderr = _StderrTail()
+        self._acp_session_id = ""
+        self._resumed = False
+        self._ready = False  # start() finished: exits from now on are reported
+        self._stopping = False
+        self._exit_reported = False
+        self._suppress_updates = False  # while session/load replays history
+        self._exit_reason: str | None = None
+        self._broken_reason: str | None = None
+        self._exited = asyncio.Event()
+        self._prompt_running = False
+        self._updates: asyncio.Queue[AgentUpdate] = asyncio.Queue()
+        self._stop_task: asyncio.Task[None] | None = None
+        assert process.stdin is not None and process.stdout is not None
+        # The SDK reads JSON-RPC lines from `self._acp_out`; `_pump_stdout` fills it with the
+        # agent's JSON lines and keeps anything else (banners, stray prints) for messages.
+        self._acp_out = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        self._stray_stdout = _StderrTail(keep=5)
+        self._conn = connect_to_agent(_KandevClient(self), process.stdin, self._acp_out)
+        self._stdout_task = asyncio.create_task(self._pump_stdout(), name="acp-agent-stdout")
+        self._stderr_task = asyncio.create_task(self._read_stderr(), name="acp-agent-stderr")
+        self._deliver_task = asyncio.create_task(self._deliver_updates(), name="acp-agent-updates")
+        self._watch_task = asyncio.create_task(self._watch(), name="acp-agent-watch")
+
+    # --- AgentHandle ---------------------------------------------------------------------
+
+    @property
+    def acp_session_id(self) -> str:
+        return self._acp_session_id
+
+    @property
+    def resumed(self) -> bool:
+        return self._resumed
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.returncode is None and not self._exited.is_set() and not self._stopping
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        return self._stderr.tail(lines)
+
+    async def prompt(self, text: str) -> str:
+        """Run one turn; returns the stop reason once every update of it was delivered."""
+        if not self.alive:
+            raise AgentFailed(self._exit_reason or "agent is not running")
+        if self._prompt_running:
+            raise RuntimeError("a turn is already running in this agent session")
+        self._prompt_running = True
+        try:
+            response = await self._call(
+                self._conn.prompt(session_id=self._acp_session_id, prompt=[text_block(text)]),
+                timeout_s=None,
+            )
+        except _ProcessEnded:
+            if self._stopping:
+                raise AgentFailed("agent was stopped") from None
+            raise AgentFailed(self._death_reason()) from None
+        except RequestError as exc:
+            raise AgentFailed(f"agent failed the prompt: {_error_text(exc)}") from None
+        finally:
+            self._prompt_running = False
+        await self._updates.join()
+        return str(response.stop_reason)
+
+    async def cancel(self) -> None:
+        if not self.alive:
+            return
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._conn.cancel(session_id=self._acp_session_id)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._stop_task is None:
+            self._stop_task = asyncio.create_task(self._terminate(), name="acp-agent-stop")
+        await asyncio.shield(self._stop_task)
+
+    # --- start-up ------------------------------------------------------------------------
+
+    async def _open(self, limit_s: float) -> None:
+        """initialize, then session/load (when asked and supported) or session/new."""
+        launch = self._launch
+        try:
+            init = await self._call(
+                self._conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities(
+                        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
+                        terminal=False,
+                    ),
+                    client_info=Implementation(name="kandev", title="Kandev", version=__version__),
+                ),
+                timeout_s=limit_s,
+            )
+        except TimeoutError:
+            raise AgentFailed(self._with_stderr("agent did not answer ACP initialize")) from None
+        except _ProcessEnded:
+            raise AgentFailed(
+                self._with_stderr(f"agent did not answer ACP initialize ({self._exit_summary()})")
+            ) from None
+        except RequestError as exc:
+            raise AgentFailed(
+                self._with_stderr(f"agent failed ACP initialize: {_error_text(exc)}")
+            ) from None
+
+        mcp_servers = [
+            HttpMcpServer(
+                type="http",
+                name=MCP_SERVER_NAME,
+                url=launch.mcp_url,
+                headers=[HttpHeader(name="Authorization", value=f"Bearer {launch.mcp_token}")],
+            )
+        ]
+        cwd = str(launch.cwd)
+        if launch.resume_acp_session_id and _can_load(init):
+            self._suppress_updates = True  # the agent replays history Kandev already has
+            try:
+                await self._call(
+                    self._conn.load_session(
+                        cwd=cwd, session_id=launch.resume_acp_session_id, mcp_servers=mcp_servers
+                    ),
+                    timeout_s=limit_s,
+                )
+            except RequestError as exc:
+                log.info(
+                    "agent could not load ACP session %s (%s); opening a new one",
+                    launch.resume_acp_session_id,
+                    _error_text(exc),
+                )
+            except TimeoutError:
+                message = "agent did not answer ACP session/load"
+                raise AgentFailed(self._with_stderr(message)) from None
+            except _ProcessEnded:
+                raise AgentFailed(
+                    self._with_stderr(f"agent died in ACP session/load ({self._exit_summary()})")
+                ) from None
+            else:
+                self._acp_session_id = launch.resume_acp_session_id
+                self._resumed = True
+            finally:
+                # Replayed updates were dropped as they arrived (they precede the response).
+                self._suppress_updates = False
+            if self._resumed:
+                return
+
+        try:
+            new = await self._call(
+                self._conn.new_session(cwd=cwd, mcp_servers=mcp_servers), timeout_s=limit_s
+            )
+        except TimeoutError:
+            raise AgentFailed(self._with_stderr("agent did not answer ACP session/new")) from None
+        except _ProcessEnded:
+            raise AgentFailed(
+                self._with_stderr(f"agent died in ACP session/new ({self._exit_summary()})")
+            ) from None
+        except RequestError as exc:
+            hint = ""
+            if exc.code == -32000:
+                hint = " (log in with the agent's own command line first)"
+            raise AgentFailed(
+                self._with_stderr(f"agent refused ACP session/new{hint}: {_error_text(exc)}")
+            ) from None
+        self._acp_session_id = new.session_id
+
+    def _mark_ready(self) -> None:
+        self._ready = True
+
+    # --- requests racing the process -----------------------------------------------------
+
+    async def _call(self, request: Awaitable[T], *, timeout_s: float | None) -> T:
+        """Await an ACP request; raise _ProcessEnded if the process dies first.
+
+        Raises TimeoutError after `timeout_s` seconds (None: no limit). The request is
+        abandoned (and its pending response forgotten) in every failure case.
+        """
+        req = asyncio.ensure_future(request)
+        ended = asyncio.ensure_future(self._exited.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {req, ended}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if req not in done and ended in done:
+                # The answer may still sit in the pipe behind the exit: give it a moment.
+                done, _ = await asyncio.wait({req}, timeout=EXIT_DRAIN_SECONDS)
+            if req in done:
+                exc = req.exception()
+                if exc is None:
+                    return req.result()
+                if isinstance(exc, ConnectionError):
+                    await self._after_connection_lost()
+                    raise _ProcessEnded from None
+                raise exc
+            if ended.done():
+                raise _ProcessEnded
+            raise TimeoutError
+        finally:
+            for task in (req, ended):
+                if not task.done():
+                    task.cancel()
+
+    async def _after_connection_lost(self) -> None:
+        """The agent's stdout closed: wait for its exit, or end it if it lingers."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), timeout=EXIT_DRAIN_SECONDS * 2)
+            return
+        self._broken_reason = "agent closed its output"
+        self._signal_group(signal.SIGKILL)
+        await self._exited.wait()
+
+    # --- background tasks ----------------------------------------------------------------
+
+    def _on_session_update(self, session_id: str, update: Any) -> None:
+        if self._suppress_updates or self._stopping:
+            return
+        if self._acp_session_id and session_id != self._acp_session_id:
+            return
+        try:
+            reduced = reduce_update(update)
+        except Exception:  # a malformed update must not break the stream
+            log.exception("could not reduce an ACP session update")
+            return
+        if reduced is not None:
+            self._updates.put_nowait(reduced)
+
+    async def _deliver_updates(self) -> None:
+        while True:
+            update = await self._updates.get()
+            try:
+                await self._events.on_agent_update(self._launch.session_id, update)
+            except Exception:
+                log.exception("on_agent_update failed for session %s", self._launch.session_id)
+            finally:
+                self._updates.task_done()
+
+    async def _pump_stdout(self) -> None:
+        stream = self._proc.stdout
+        assert stream is not None
+        pending = b""
+        try:
+            while chunk := await stream.read(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._route_stdout_line(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            if pending:
+                self._route_stdout_line(pending)
+            self._acp_out.feed_eof()
+
+    def _route_stdout_line(self, line: bytes) -> None:
+        stripped = line.strip()
+        if stripped.startswith(b"{"):
+            self._acp_out.feed_data(stripped + b"\n")
+        elif stripped:
+            self._stray_stdout.feed(stripped[:STDERR_MAX_LINE] + b"\n")
+
+    async def _read_stderr(self) -> None:
+        stream = self._proc.stderr
+        if stream is None:
+            return
+        try:
+            while chunk := await stream.read(65536):
+                self._stderr.feed(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._stderr.finish()
+
+    async def _watch(self) -> None:
+        returncode = await self._proc.wait()
+        # Decided when the exit is seen: a later stop() does not make a crash expected.
+        unexpected = self._ready and not self._stopping
+        # Whatever the agent left behind in its group goes with it.
+        self._signal_group(signal.SIGKILL)
+        await asyncio.wait({self._stderr_task, self._stdout_task}, timeout=EXIT_DRAIN_SECONDS)
+        self._exit_reason = self._with_stderr(self._broken_reason or _describe_exit(returncode))
+        self._exited.set()
+        if not unexpected or self._exit_reported:
+            return
+        self._exit_reported = True
+        # Updates the agent sent before dying are delivered before the exit.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._updates.join(), timeout=EXIT_DRAIN_SECONDS * 5)
+        try:
+            await self._events.on_agent_exit(self._launch.session_id, self._exit_reason)
+        except Exception:
+            log.exception("on_agent_exit failed for session %s", self._launch.session_id)
+
+    # --- ending --------------------------------------------------------------------------
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    async def _terminate(self) -> None:
+        if self._proc.returncode is None:
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._proc.wait()), timeout=self._stop_grace)
+            if self._proc.returncode is None:
+                self._signal_group(signal.SIGKILL)
+                await self._proc.wait()
+        # The watcher records the exit (and may be reporting a crash that happened before
+        # this stop: it is left to finish, since on_agent_exit may itself call stop()).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), timeout=EXIT_DRAIN_SECONDS * 2)
+        with contextlib.suppress(Exception):
+            await self._conn.close()
+        tasks = (self._deliver_task, self._stderr_task, self._stdout_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        while not self._updates.empty():  # undelivered updates: release join() waiters
+            self._updates.get_nowait()
+            self._updates.task_done()
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+
+    # --- messages --------------------------------------------------------------------------
+
+    def _exit_summary(self) -> str:
+        if self._proc.returncode is None:
+            return "its output closed"
+        return _describe_exit(self._proc.returncode)
+
+    def _with_stderr(self, message: str) -> str:
+        stray = self._stray_stdout.tail(3)
+        if stray:
+            message = f"{message}; it printed (not ACP): {stray}"
+        tail = self._stderr.tail()
+        return f"{message}; last stderr lines:\n{tail}" if tail else message
+
+    def _death_reason(self) -> str:
+        return self._exit_reason or self._with_stderr(self._exit_summary())
+
+
+def _can_load(init: InitializeResponse) -> bool:
+    caps = init.agent_capabilities
+    return bool(caps is not None and caps.load_session)
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"agent was killed by {name} (exit code {returncode})"
+    return f"agent exited with code {returncode}"
+
+
+class AcpRuntime:
+    """Starts ACP agents as local subprocesses (implements `AgentRuntime`).
+
+    The agent inherits Kandev's environment with `launch.env` on top, runs in `launch.cwd`,
+    and is its own process-group leader.
+    """
+
+    def __init__(self, *, init_timeout: float = 30.0, stop_grace: float = 5.0) -> None:
+        self.init_timeout = init_timeout
+        self.stop_grace = stop_grace
+
+    async def start(self, launch: AgentLaunch, events: AgentEvents) -> AcpAgentHandle:
+        argv = resolve_command(launch.command)
+        cwd = Path(launch.cwd)
+        if not await asyncio.to_thread(os.path.isdir, cwd):
+            raise AgentFailed(f"agent working directory does not exist: {cwd}")
+        env = {**os.environ, **launch.env}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(cwd),
+                env=env,
+                start_new_session=True,  # own process group: stop() ends the agent's children
+                limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES,
+            )
+        except FileNotFoundError:
+            raise AgentFailed(f"agent command not found: {argv[0]}") from None
+        except PermissionError:
+            raise AgentFailed(f"agent command is not executable: {argv[0]}") from None
+        except OSError as exc:
+            raise AgentFailed(f"agent command could not start: {argv[0]}: {exc}") from None
+
+        handle = AcpAgentHandle(launch, events, process, stop_grace=self.stop_grace)
+        try:
+            await handle._open(self.init_timeout)
+        except BaseException:
+            await asyncio.shield(handle.stop())
+            raise
+        handle._mark_ready()
+        if not handle.alive:  # died right after answering; report it like any exit
+            await asyncio.shield(handle.stop())
+            raise AgentFailed(handle._death_reason())
+        return handle

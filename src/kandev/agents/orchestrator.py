@@ -1,0 +1,297 @@
+"""The orchestrator: live agent processes and the turn lifecycle of each session.
+
+It owns what is only in memory (running agent handles, the open text message of a turn)
+and asks the SessionRecorder to make every durable change. One asyncio lock per session
+orders the decisions "start a turn now" versus "queue the prompt".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kandev.agents.runtime import AgentFailed, AgentHandle, AgentLaunch, AgentRuntime, AgentUpdate
+from kandev.auth.agent_tokens import AgentTokenService
+from kandev.board import agent_profile_repository, task_repository
+from kandev.config import Settings
+from kandev.db.engine import Database
+from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions.models import CANCELLED, FAILED, IDLE, STARTING, Message, Session
+from kandev.sessions.recorder import SessionRecorder
+
+log = logging.getLogger(__name__)
+
+# How a streamed update kind is stored as a message type.
+MESSAGE_TYPE_BY_UPDATE = {
+    "agent_text": "message",
+    "agent_thought": "thinking",
+    "tool_call": "tool_call",
+    "tool_call_update": "tool_call",
+    "plan": "agent_plan",
+}
+
+
+@dataclass
+class LiveSession:
+    handle: AgentHandle | None = None
+    launching: bool = False
+    turn_id: str | None = None
+    stopping: bool = False
+    text_message: Message | None = None  # the open run of agent text / thought chunks
+    keyed_messages: dict[str, Message] = field(default_factory=dict)  # tool calls, plan
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    session_id: str
+    turn_id: str | None
+    queued: bool
+    queued_prompt_id: str | None = None
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        db: Database,
+        recorder: SessionRecorder,
+        runtime: AgentRuntime,
+        agent_tokens: AgentTokenService,
+        settings: Settings,
+    ) -> None:
+        self.db = db
+        self.recorder = recorder
+        self.runtime = runtime
+        self.agent_tokens = agent_tokens
+        self.settings = settings
+        self._live: dict[str, LiveSession] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def live(self, session_id: str) -> LiveSession:
+        return self._live.setdefault(session_id, LiveSession())
+
+    def is_agent_running(self, session_id: str) -> bool:
+        live = self._live.get(session_id)
+        return bool(live and live.handle and live.handle.alive)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- launching ----------------------------------------------------------------------
+
+    async def start_session(self, session: Session) -> None:
+        """Start the agent of a new managed session in the background; drain its queue."""
+        live = self.live(session.id)
+        live.launching = True
+        self._spawn(self._launch_then_drain(session.id))
+
+    async def _launch_then_drain(self, session_id: str) -> None:
+        live = self.live(session_id)
+        try:
+            await self._ensure_agent(session_id)
+        except AgentFailed as exc:
+            live.launching = False
+            await self._fail(session_id, str(exc))
+            return
+        live.launching = False
+        await self.recorder.set_state(session_id, IDLE, only_from=(STARTING,))
+        await self._dispatch_next(session_id)
+
+    async def _ensure_agent(self, session_id: str) -> AgentHandle:
+        live = self.live(session_id)
+        if live.handle is not None and live.handle.alive:
+            return live.handle
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.agent_profile_id is None:
+                raise AgentFailed("session has no agent profile")
+            profile = await agent_profile_repository.get_profile(conn, session.agent_profile_id)
+            task = await task_repository.get_task(conn, session.task_id)
+        if profile is None:
+            raise AgentFailed("the session's agent profile no longer exists")
+        if task is None:
+            raise AgentFailed("the session's task no longer exists")
+        cwd = Path(task.local_path) if task.local_path else self._task_folder(task.id)
+        cwd.mkdir(parents=True, exist_ok=True)
+        await self.recorder.set_state(session_id, STARTING, only_from=("CREATED", IDLE))
+        async with self.db.write() as conn:
+            # One live token per process: a relaunch revokes what the last process held.
+            await self.agent_tokens.revoke_for_session(conn, session_id)
+            token = await self.agent_tokens.mint(conn, session_id, session.task_id)
+        launch = AgentLaunch(
+            session_id=session_id,
+            command=list(profile.command),
+            env={**os.environ, **profile.env},
+            cwd=cwd,
+            mcp_url=self.agent_mcp_url(),
+            mcp_token=token,
+            resume_acp_session_id=session.acp_session_id or None,
+        )
+        live.handle = await self.runtime.start(launch, self)
+        if live.handle.acp_session_id != session.acp_session_id:
+            await self.recorder.save_acp_session_id(session_id, live.handle.acp_session_id)
+        return live.handle
+
+    def _task_folder(self, task_id: str) -> Path:
+        return self.settings.data_dir / "tasks" / task_id
+
+    def agent_mcp_url(self) -> str:
+        return f"{self.settings.public_base_url()}/agent/mcp/"
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def submit_prompt(self, session: Session, text: str, author_id: str = "") -> PromptResult:
+        """Start a turn now, or queue the prompt when a turn is running or the agent starts."""
+        live = self.live(session.id)
+        async with live.lock:
+            if session.agent_profile_id is None:
+                # Bring-your-own agent: the prompt is recorded; the agent reads it over MCP.
+                turn = await self.recorder.begin_turn(session, text, author_id)
+                return PromptResult(session.id, turn.id, False)
+            if live.launching or live.turn_id is not None:
+                queued_id = await self.recorder.enqueue_prompt(session, text, author_id)
+                return PromptResult(session.id, None, True, queued_id)
+            turn = await self.recorder.begin_turn(session, text, author_id)
+            self._begin_live_turn(live, turn.id)
+        self._spawn(self._run_turn(session.id, turn.id, text))
+        return PromptResult(session.id, turn.id, False)
+
+    def _begin_live_turn(self, live: LiveSession, turn_id: str) -> None:
+        live.turn_id = turn_id
+        live.text_message = None
+        live.keyed_messages.clear()
+
+    async def _run_turn(self, session_id: str, turn_id: str, text: str) -> None:
+        live = self.live(session_id)
+        try:
+            handle = await self._ensure_agent(session_id)
+            stop_reason = await handle.prompt(text)
+        except AgentFailed as exc:
+            if not live.stopping:
+                await self._fail(session_id, str(exc))
+            return
+        except Exception as exc:  # an unexpected runtime bug must not strand the session
+            log.exception("turn %s of session %s failed", turn_id, session_id)
+            if not live.stopping:
+                await self._fail(session_id, f"internal error: {exc}")
+            return
+        if live.stopping:
+            return
+        async with live.lock:
+            live.turn_id = None
+            live.text_message = None
+            await self.recorder.finish_turn(session_id, turn_id, stop_reason)
+        await self._dispatch_next(session_id)
+
+    async def _dispatch_next(self, session_id: str) -> None:
+        """Start the next queued prompt, if the session is free and has one."""
+        live = self.live(session_id)
+        async with live.lock:
+            if live.turn_id is not None or live.stopping or live.launching:
+                return
+            queued = await self.recorder.pop_prompt(session_id)
+            if queued is None:
+                return
+            async with self.db.read() as conn:
+                session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.is_terminal:
+                return
+            turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
+            self._begin_live_turn(live, turn.id)
+        self._spawn(self._run_turn(session_id, turn.id, queued["content"]))
+
+    async def cancel_turn(self, session_id: str) -> bool:
+        live = self._live.get(session_id)
+        if live is None or live.turn_id is None or live.handle is None:
+            return False
+        await live.handle.cancel()
+        return True
+
+    # --- ending -------------------------------------------------------------------------
+
+    async def stop_session(self, session_id: str, state: str = CANCELLED) -> None:
+        live = self.live(session_id)
+        live.stopping = True
+        if live.handle is not None:
+            await live.handle.stop()
+        await self.recorder.end_session(
+            session_id, state, revoke=self.agent_tokens.revoke_for_session
+        )
+        self._live.pop(session_id, None)
+
+    async def _fail(self, session_id: str, reason: str) -> None:
+        live = self.live(session_id)
+        live.stopping = True
+        if live.handle is not None:
+            await live.handle.stop()
+        await self.recorder.end_session(
+            session_id, FAILED, reason, revoke=self.agent_tokens.revoke_for_session
+        )
+        self._live.pop(session_id, None)
+
+    async def shutdown(self) -> None:
+        """Server exit: stop every agent process; sessions resume on their next prompt."""
+        for live in list(self._live.values()):
+            live.stopping = True
+        for live in list(self._live.values()):
+            if live.handle is not None:
+                await live.handle.stop()
+        for task in list(self._background):
+            task.cancel()
+        self._live.clear()
+
+    # --- AgentEvents --------------------------------------------------------------------
+
+    async def on_agent_exit(self, session_id: str, reason: str) -> None:
+        live = self._live.get(session_id)
+        if live is None or live.stopping:
+            return
+        await self._fail(session_id, reason)
+
+    async def on_agent_update(self, session_id: str, update: AgentUpdate) -> None:
+        live = self._live.get(session_id)
+        if live is None or live.turn_id is None:
+            return  # e.g. history replayed by session/load: already stored
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+        if session is None:
+            return
+        message_type = MESSAGE_TYPE_BY_UPDATE[update.kind]
+        if update.kind in ("agent_text", "agent_thought"):
+            await self._append_text(live, session, message_type, update.content)
+            return
+        live.text_message = None  # anything else ends the current run of text
+        key = update.key or update.kind
+        metadata = {**update.metadata, "stream_key": key}
+        existing = live.keyed_messages.get(key)
+        if existing is None:
+            live.keyed_messages[key] = await self.recorder.add_message(
+                session, live.turn_id, type=message_type, content=update.content, metadata=metadata
+            )
+        else:
+            live.keyed_messages[key] = await self.recorder.update_message(
+                existing,
+                content=update.content or existing.content,
+                metadata={**existing.metadata, **metadata},
+            )
+
+    async def _append_text(
+        self, live: LiveSession, session: Session, message_type: str, chunk: str
+    ) -> None:
+        current = live.text_message
+        if current is not None and current.type == message_type:
+            live.text_message = await self.recorder.update_message(
+                current, content=current.content + chunk, metadata=current.metadata
+            )
+        else:
+            assert live.turn_id is not None
+            live.text_message = await self.recorder.add_message(
+                session, live.turn_id, type=message_type, content=chunk, metadata={}
+            )

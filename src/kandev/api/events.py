@@ -1,0 +1,84 @@
+"""GET /api/v1/events: Server-Sent Events of what changes, scoped to the caller."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import StreamingResponse
+
+from kandev.api.deps import get_services
+from kandev.auth.identity import caller_scope
+from kandev.errors import ValidationFailed
+from kandev.events.bus import RESET_EVENT, Event
+from kandev.services import Services
+
+router = APIRouter(prefix="/api/v1", tags=["events"])
+KEEPALIVE_SECONDS = 15.0
+
+
+def _visible(event: Event, user_id: str | None) -> bool:
+    return user_id is None or event.type == RESET_EVENT or event.owner_id in ("", user_id)
+
+
+def _matches(event: Event, task_id: str | None, session_id: str | None) -> bool:
+    if event.type == RESET_EVENT:
+        return True
+    if task_id is not None and event.task_id != task_id:
+        return False
+    return session_id is None or event.session_id == session_id
+
+
+def _frame(event: Event) -> str:
+    return f"id: {event.id}\ndata: {json.dumps(event.payload(), separators=(',', ':'))}\n\n"
+
+
+@router.get("/events")
+async def events(
+    request: Request,
+    task_id: str | None = None,
+    session_id: str | None = None,
+    last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
+    services: Services = Depends(get_services),
+) -> StreamingResponse:
+    # Filters are authorized up front: a foreign task/session is a 404, like everywhere.
+    async with services.db.read() as conn:
+        if task_id is not None:
+            await services.access.authorize_task(conn, task_id)
+        if session_id is not None:
+            await services.access.authorize_session(conn, session_id)
+    after: int | None = None
+    if last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise ValidationFailed("Last-Event-ID", "must be an event id")
+        after = int(last_event_id)
+    user_id = caller_scope()
+
+    async def frames() -> AsyncIterator[str]:
+        yield f": connected, last id {services.bus.last_id}\n\n"
+        stream = services.bus.stream(after).__aiter__()
+        pending: asyncio.Task[Event] | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(stream.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+                if not done:
+                    yield ": keepalive\n\n"
+                    continue
+                event = pending.result()
+                pending = None
+                if _visible(event, user_id) and _matches(event, task_id, session_id):
+                    yield _frame(event)
+        finally:
+            if pending is not None:
+                pending.cancel()
+            await stream.aclose()
+
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

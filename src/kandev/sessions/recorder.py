@@ -1,0 +1,310 @@
+"""Durable session changes (turns, messages, states, queue) and the events they publish.
+
+Every method is one transaction; events are published after it commits, so an SSE client
+never sees a change that could still roll back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.board import task_repository
+from kandev.clock import Clock
+from kandev.db.engine import Database
+from kandev.events.bus import EventBus
+from kandev.events.publisher import PendingEvents, task_owner_id
+from kandev.ids import IdFactory
+from kandev.sessions import message_repository as messages_repo
+from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions import turn_repository as turns_repo
+from kandev.sessions.models import (
+    IDLE,
+    RUNNING,
+    STARTING,
+    TERMINAL_STATES,
+    WAITING_FOR_INPUT,
+    Message,
+    Session,
+    Turn,
+)
+from kandev.sessions.turns import current_turn_id, lock_session_turns
+
+TASK_IN_PROGRESS = "IN_PROGRESS"
+TASK_REVIEW = "REVIEW"
+
+
+class SessionRecorder:
+    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, bus: EventBus) -> None:
+        self.db = db
+        self.clock = clock
+        self.new_id = new_id
+        self.bus = bus
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[tuple[AsyncConnection, PendingEvents]]:
+        events = PendingEvents(self.bus)
+        async with self.db.write() as conn:
+            yield conn, events
+        events.publish()
+
+    # --- sessions -----------------------------------------------------------------------
+
+    async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
+        return session.to_json(current_turn_id=await current_turn_id(conn, session.id))
+
+    async def _state_event(
+        self, conn: AsyncConnection, events: PendingEvents, session_id: str, previous: str
+    ) -> Session:
+        session = await sessions_repo.get_session(conn, session_id)
+        assert session is not None
+        events.add(
+            "session.state_changed",
+            {
+                "session_id": session.id,
+                "task_id": session.task_id,
+                "state": session.state,
+                "previous_state": previous,
+                "error_message": session.error_message,
+                "session": await self.session_json(conn, session),
+            },
+            task_id=session.task_id,
+            session_id=session.id,
+            owner_id=await task_owner_id(conn, session.task_id),
+        )
+        return session
+
+    async def set_state(
+        self, session_id: str, state: str, *, only_from: tuple[str, ...] | None = None
+    ) -> bool:
+        """Move a live session to `state` (optionally only from some states)."""
+        async with self._write() as (conn, events):
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.is_terminal or session.state == state:
+                return False
+            if only_from is not None and session.state not in only_from:
+                return False
+            await sessions_repo.set_state_unless_terminal(conn, session_id, state, self.clock.now())
+            await self._state_event(conn, events, session_id, session.state)
+            return True
+
+    async def save_acp_session_id(self, session_id: str, acp_session_id: str) -> None:
+        async with self.db.write() as conn:
+            await sessions_repo.update_session(
+                conn,
+                session_id,
+                {"acp_session_id": acp_session_id, "updated_at": self.clock.now()},
+            )
+
+    async def end_session(
+        self, session_id: str, state: str, reason: str = "", *, revoke: Any = None
+    ) -> Session | None:
+        """Terminal state: open turns completed, queue cleared, agent tokens revoked.
+
+        Returns the session, or None when it was already terminal (nothing changed).
+        `revoke` is the agent-token revoker (called inside the same transaction).
+        """
+        assert state in TERMINAL_STATES
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.is_terminal:
+                return None
+            await lock_session_turns(conn, self.db, [session_id])
+            await sessions_repo.set_state_unless_terminal(
+                conn, session_id, state, now, completed_at=now, error_message=reason
+            )
+            await turns_repo.complete_open_turns(conn, session_id, now)
+            await messages_repo.clear_queue(conn, session_id)
+            if revoke is not None:
+                await revoke(conn, session_id)
+            return await self._state_event(conn, events, session_id, session.state)
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def begin_turn(self, session: Session, text: str, author_id: str = "") -> Turn:
+        """A new turn with the user's prompt as its first message; session → RUNNING."""
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            await lock_session_turns(conn, self.db, [session.id])
+            owner_id = await task_owner_id(conn, session.task_id)
+            turn = await turns_repo.insert_turn(
+                conn, id=self.new_id(), session_id=session.id, task_id=session.task_id, now=now
+            )
+            message = await messages_repo.insert_message(
+                conn,
+                {
+                    "id": self.new_id(),
+                    "session_id": session.id,
+                    "task_id": session.task_id,
+                    "turn_id": turn.id,
+                    "author_type": "user",
+                    "author_id": author_id,
+                    "type": "message",
+                    "content": text,
+                    "created_at": now,
+                },
+            )
+            scope = {"task_id": session.task_id, "session_id": session.id, "owner_id": owner_id}
+            events.add(
+                "session.turn.started",
+                {"session_id": session.id, "task_id": session.task_id, "turn_id": turn.id},
+                **scope,
+            )
+            events.add("session.message.added", {"message": message.to_json()}, **scope)
+            current = await sessions_repo.get_session(conn, session.id)
+            if current is not None and current.state != RUNNING and not current.is_terminal:
+                await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
+                await self._state_event(conn, events, session.id, current.state)
+            await self._set_task_state(conn, events, session.task_id, TASK_IN_PROGRESS, owner_id)
+            return turn
+
+    async def finish_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None:
+                return
+            owner_id = await task_owner_id(conn, session.task_id)
+            if await turns_repo.complete_turn(conn, turn_id, now):
+                events.add(
+                    "session.turn.completed",
+                    {
+                        "session_id": session_id,
+                        "task_id": session.task_id,
+                        "turn_id": turn_id,
+                        "stop_reason": stop_reason,
+                    },
+                    task_id=session.task_id,
+                    session_id=session_id,
+                    owner_id=owner_id,
+                )
+            if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING):
+                await sessions_repo.set_state_unless_terminal(conn, session_id, IDLE, now)
+                await self._state_event(conn, events, session_id, session.state)
+                await self._set_task_state(conn, events, session.task_id, TASK_REVIEW, owner_id)
+
+    async def _set_task_state(
+        self, conn: AsyncConnection, events: PendingEvents, task_id: str, state: str, owner_id: str
+    ) -> None:
+        task = await task_repository.get_task(conn, task_id)
+        if task is None or task.state == state:
+            return
+        await task_repository.update_task(
+            conn, task_id, {"state": state, "updated_at": self.clock.now()}
+        )
+        updated = await task_repository.get_task(conn, task_id)
+        assert updated is not None
+        events.add("task.updated", {"task": updated.to_json()}, task_id=task_id, owner_id=owner_id)
+
+    # --- messages -----------------------------------------------------------------------
+
+    async def add_message(
+        self,
+        session: Session,
+        turn_id: str,
+        *,
+        type: str,
+        content: str,
+        metadata: dict[str, Any],
+        author_type: str = "agent",
+    ) -> Message:
+        async with self._write() as (conn, events):
+            message = await messages_repo.insert_message(
+                conn,
+                {
+                    "id": self.new_id(),
+                    "session_id": session.id,
+                    "task_id": session.task_id,
+                    "turn_id": turn_id,
+                    "author_type": author_type,
+                    "type": type,
+                    "content": content,
+                    "metadata": metadata,
+                    "created_at": self.clock.now(),
+                },
+            )
+            events.add(
+                "session.message.added",
+                {"message": message.to_json()},
+                task_id=session.task_id,
+                session_id=session.id,
+                owner_id=await task_owner_id(conn, session.task_id),
+            )
+            return message
+
+    async def update_message(
+        self, message: Message, *, content: str, metadata: dict[str, Any]
+    ) -> Message:
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            await messages_repo.update_message(
+                conn, message.id, content=content, metadata=metadata, now=now
+            )
+            updated = Message(
+                **{**message.__dict__, "content": content, "metadata": metadata, "updated_at": now}
+            )
+            events.add(
+                "session.message.updated",
+                {"message": updated.to_json()},
+                task_id=message.task_id,
+                session_id=message.session_id,
+                owner_id=await task_owner_id(conn, message.task_id),
+            )
+            return updated
+
+    # --- queue --------------------------------------------------------------------------
+
+    async def enqueue_prompt(self, session: Session, text: str, queued_by: str = "") -> str:
+        queued_id = self.new_id()
+        async with self._write() as (conn, events):
+            await messages_repo.enqueue_prompt(
+                conn,
+                {
+                    "id": queued_id,
+                    "session_id": session.id,
+                    "task_id": session.task_id,
+                    "content": text,
+                    "queued_by": queued_by,
+                    "queued_at": self.clock.now(),
+                },
+            )
+            events.add(
+                "session.prompt.queued",
+                {
+                    "session_id": session.id,
+                    "task_id": session.task_id,
+                    "queued_prompt_id": queued_id,
+                    "queued": await messages_repo.count_queued(conn, session.id),
+                },
+                task_id=session.task_id,
+                session_id=session.id,
+                owner_id=await task_owner_id(conn, session.task_id),
+            )
+        return queued_id
+
+    async def pop_prompt(self, session_id: str) -> dict[str, Any] | None:
+        async with self.db.write() as conn:
+            return await messages_repo.pop_next_prompt(conn, session_id)
+
+    # --- restart ------------------------------------------------------------------------
+
+    async def settle_after_restart(self, now: datetime | None = None) -> list[str]:
+        """Sessions whose agent process died with the server: open turns end, state IDLE.
+
+        The agent is relaunched (session/load when supported) on the session's next prompt.
+        """
+        now = now or self.clock.now()
+        settled: list[str] = []
+        async with self.db.write() as conn:
+            for session in await sessions_repo.list_sessions_in_states(
+                conn, (STARTING, RUNNING, WAITING_FOR_INPUT)
+            ):
+                await turns_repo.complete_open_turns(conn, session.id, now)
+                await sessions_repo.set_state_unless_terminal(conn, session.id, IDLE, now)
+                settled.append(session.id)
+        return settled

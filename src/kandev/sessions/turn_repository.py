@@ -1,0 +1,70 @@
+"""SQL for turns (one prompt → response cycle of a session)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.db.tables import task_session_turns as turns
+from kandev.sessions.models import Turn
+
+
+async def insert_turn(
+    conn: AsyncConnection,
+    *,
+    id: str,
+    session_id: str,
+    task_id: str,
+    now: datetime,
+    metadata: dict[str, Any] | None = None,
+) -> Turn:
+    values = dict(
+        id=id,
+        session_id=session_id,
+        task_id=task_id,
+        started_at=now,
+        completed_at=None,
+        metadata=metadata or {},
+        created_at=now,
+        updated_at=now,
+    )
+    await conn.execute(insert(turns).values(**values))
+    return Turn(**values)
+
+
+async def get_turn(conn: AsyncConnection, turn_id: str) -> Turn | None:
+    row = (await conn.execute(select(turns).where(turns.c.id == turn_id))).mappings().first()
+    return Turn.from_row(row) if row else None
+
+
+async def complete_turn(conn: AsyncConnection, turn_id: str, now: datetime) -> bool:
+    result = await conn.execute(
+        update(turns)
+        .where(turns.c.id == turn_id, turns.c.completed_at.is_(None))
+        .values(completed_at=now, updated_at=now)
+    )
+    return result.rowcount > 0
+
+
+async def complete_open_turns(conn: AsyncConnection, session_id: str, now: datetime) -> int:
+    result = await conn.execute(
+        update(turns)
+        .where(turns.c.session_id == session_id, turns.c.completed_at.is_(None))
+        .values(completed_at=now, updated_at=now)
+    )
+    return result.rowcount
+
+
+async def open_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
+    """The newest turn that has not completed (the turn an agent is working on)."""
+    return (
+        await conn.execute(
+            select(turns.c.id)
+            .where(turns.c.session_id == session_id, turns.c.completed_at.is_(None))
+            .order_by(turns.c.started_at.desc(), turns.c.created_at.desc(), turns.c.id.desc())
+            .limit(1)
+        )
+    ).scalar_one_or_none()

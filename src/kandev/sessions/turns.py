@@ -1,0 +1,68 @@
+"""Current-turn authority: which turn of a session is "current". Used everywhere.
+
+The current turn is the newest *authoritative* turn by (started_at, created_at, id), all
+descending. A turn is authoritative unless it is an empty, unattempted dispatch
+reservation: `prompt_dispatch_pending` set, `prompt_dispatch_attempted` not set, and no
+message references it. `completed_at` plays no part: a finished turn stays current until a
+newer authoritative one exists. (reference clarification-baseline §1.4)
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, ScalarSelect, exists, not_, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.db.engine import Database
+from kandev.db.json_sql import json_truthy
+from kandev.db.tables import task_session_messages as messages
+from kandev.db.tables import task_session_turns as turns
+
+DISPATCH_PENDING = "prompt_dispatch_pending"
+DISPATCH_ATTEMPTED = "prompt_dispatch_attempted"
+
+
+def turn_is_authoritative(turn_table=turns) -> ColumnElement[bool]:  # type: ignore[no-untyped-def]
+    return or_(
+        not_(json_truthy(turn_table.c.metadata, DISPATCH_PENDING)),
+        json_truthy(turn_table.c.metadata, DISPATCH_ATTEMPTED),
+        exists().where(messages.c.turn_id == turn_table.c.id),
+    )
+
+
+def current_turn_id_subquery(session_id: ColumnElement[str]) -> ScalarSelect[str]:
+    """A correlated scalar subquery: the current turn id of the given session column/value."""
+    candidate = turns.alias("authority_turn")
+    return (
+        select(candidate.c.id)
+        .where(candidate.c.session_id == session_id, turn_is_authoritative(candidate))
+        .order_by(
+            candidate.c.started_at.desc(), candidate.c.created_at.desc(), candidate.c.id.desc()
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+async def current_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
+    query = (
+        select(turns.c.id)
+        .where(turns.c.session_id == session_id, turn_is_authoritative())
+        .order_by(turns.c.started_at.desc(), turns.c.created_at.desc(), turns.c.id.desc())
+        .limit(1)
+    )
+    return (await conn.execute(query)).scalar_one_or_none()
+
+
+async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: list[str]) -> None:
+    """Serialize current-turn decisions per session on PostgreSQL (SQLite: the write lock).
+
+    Every transaction that creates a turn or decides on the current turn takes this lock,
+    sessions in sorted order so two multi-session transactions cannot deadlock.
+    """
+    if not db.is_postgres:
+        return
+    for session_id in sorted(set(session_ids)):
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": f"task-session-turn:{session_id}"},
+        )

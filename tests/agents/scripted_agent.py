@@ -1,0 +1,221 @@
+"""A small ACP agent for tests, driven by the prompt text. Run it as a script.
+
+Prompts (the first word picks the behaviour):
+
+- ``echo X``     streams X back in several chunks, ends ``end_turn``.
+- ``slow``       sends "working", then waits for session/cancel and ends ``cancelled``.
+- ``crash``      sends "about to crash", writes a line to stderr, exits with code 3.
+- ``tool``       sends a tool_call, its tool_call_update (completed) and a plan.
+- ``permission`` asks session/request_permission and replies with the chosen option id.
+- ``mcp``        calls ``list_workspaces_kandev`` on the "kandev" MCP server it was given
+                 and replies with the raw text of the result.
+- ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd and
+                 the MCP servers it was given (with their headers).
+
+SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
+replays one message ("replayed history"), as real agents replay the conversation.
+Nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    plan_entry,
+    run_agent,
+    start_tool_call,
+    stdio_streams,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_plan,
+    update_tool_call,
+)
+from acp.schema import (
+    AgentCapabilities,
+    HttpMcpServer,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    TextContentBlock,
+)
+
+CRASH_STDERR_LINE = "scripted agent: crashing on purpose"
+
+
+class _Session:
+    def __init__(self, opened_with: str, cwd: str, mcp_servers: list[Any]) -> None:
+        self.opened_with = opened_with
+        self.cwd = cwd
+        self.mcp_servers = mcp_servers
+        self.cancelled = asyncio.Event()
+
+
+class ScriptedAgent:
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._sessions: dict[str, _Session] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=os.environ.get("SCRIPTED_AGENT_NO_LOAD") != "1",
+                mcp_capabilities=McpCapabilities(http=True),
+            ),
+            agent_info=Implementation(name="scripted-agent", version="1"),
+        )
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        session_id = f"scripted-{uuid.uuid4().hex[:12]}"
+        self._sessions[session_id] = _Session("new", cwd, list(mcp_servers or []))
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        self._sessions[session_id] = _Session("load", cwd, list(mcp_servers or []))
+        await self._say(session_id, "replayed history")
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.cancelled.set()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        session = self._sessions[session_id]
+        session.cancelled = asyncio.Event()
+        text = "".join(b.text for b in prompt if isinstance(b, TextContentBlock)).strip()
+        command, _, rest = text.partition(" ")
+
+        if command == "echo":
+            for i in range(0, len(rest), 4):
+                await self._say(session_id, rest[i : i + 4])
+        elif command == "slow":
+            await self._say(session_id, "working")
+            await session.cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
+        elif command == "crash":
+            await self._say(session_id, "about to crash")
+            sys.stderr.write(CRASH_STDERR_LINE + "\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(3)
+        elif command == "tool":
+            await self._tool(session_id)
+        elif command == "permission":
+            await self._permission(session_id)
+        elif command == "mcp":
+            await self._say(session_id, await self._call_mcp(session))
+        elif command == "whoami":
+            await self._say(session_id, self._whoami(session_id, session))
+        else:
+            await self._say(session_id, f"unknown command: {command}")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _say(self, session_id: str, text: str) -> None:
+        await self._conn.session_update(session_id=session_id, update=update_agent_message_text(text))
+
+    async def _tool(self, session_id: str) -> None:
+        await self._conn.session_update(
+            session_id=session_id,
+            update=start_tool_call(
+                "call-1",
+                "Read README.md",
+                kind="read",
+                status="pending",
+                raw_input={"path": "README.md"},
+            ),
+        )
+        await self._conn.session_update(
+            session_id=session_id,
+            update=update_tool_call(
+                "call-1", status="completed", content=[tool_content(text_block("42 lines"))]
+            ),
+        )
+        await self._conn.session_update(
+            session_id=session_id,
+            update=update_plan(
+                [
+                    plan_entry("Read the code", status="completed"),
+                    plan_entry("Write the fix", status="in_progress"),
+                ]
+            ),
+        )
+
+    async def _permission(self, session_id: str) -> None:
+        response = await self._conn.request_permission(
+            session_id=session_id,
+            tool_call=update_tool_call("call-p", title="Edit a file", status="pending"),
+            options=[
+                PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+                PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+            ],
+        )
+        outcome = response.outcome
+        await self._say(session_id, f"permission: {getattr(outcome, 'option_id', outcome.outcome)}")
+
+    def _whoami(self, session_id: str, session: _Session) -> str:
+        servers = []
+        for server in session.mcp_servers:
+            entry: dict[str, Any] = {"name": server.name, "type": getattr(server, "type", "stdio")}
+            if isinstance(server, HttpMcpServer):
+                entry["url"] = server.url
+                entry["headers"] = {h.name: h.value for h in server.headers}
+            servers.append(entry)
+        return json.dumps(
+            {
+                "opened_with": session.opened_with,
+                "session_id": session_id,
+                "cwd": session.cwd,
+                "mcp_servers": servers,
+            }
+        )
+
+    async def _call_mcp(self, session: _Session) -> str:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        server = next(
+            (s for s in session.mcp_servers if isinstance(s, HttpMcpServer) and s.name == "kandev"),
+            None,
+        )
+        if server is None:
+            return "no kandev MCP server"
+        headers = {h.name: h.value for h in server.headers}
+        try:
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(server.url, http_client=http)) as client,
+            ):
+                result = await client.call_tool("list_workspaces_kandev", {})
+        except Exception as exc:
+            return f"mcp error: {exc!r}"
+        return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def _main() -> None:
+    reader, writer = await stdio_streams()
+    await run_agent(ScriptedAgent(), writer, reader)
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())
