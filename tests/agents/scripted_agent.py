@@ -9,11 +9,12 @@ Prompts (the first word picks the behaviour):
 - ``permission`` asks session/request_permission and replies with the chosen option id.
 - ``mcp``        calls ``list_workspaces_kandev`` on the "kandev" MCP server it was given
                  and replies with the raw text of the result.
-- ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd and
-                 the MCP servers it was given (with their headers).
+- ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
+                 the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
 
 SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
-replays one message ("replayed history"), as real agents replay the conversation.
+replays one message ("replayed history"), as real agents replay the conversation; loading
+an id that starts with "missing-" fails (resource not found).
 Nothing is written to disk.
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from acp import (
     PROTOCOL_VERSION,
+    RequestError,
     plan_entry,
     run_agent,
     start_tool_call,
@@ -90,6 +92,8 @@ class ScriptedAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
+        if session_id.startswith("missing-"):
+            raise RequestError.resource_not_found(session_id)
         self._sessions[session_id] = _Session("load", cwd, list(mcp_servers or []))
         await self._say(session_id, "replayed history")
         return LoadSessionResponse()
@@ -131,7 +135,8 @@ class ScriptedAgent:
         return PromptResponse(stop_reason="end_turn")
 
     async def _say(self, session_id: str, text: str) -> None:
-        await self._conn.session_update(session_id=session_id, update=update_agent_message_text(text))
+        update = update_agent_message_text(text)
+        await self._conn.session_update(session_id=session_id, update=update)
 
     async def _tool(self, session_id: str) -> None:
         await self._conn.session_update(
@@ -186,6 +191,7 @@ class ScriptedAgent:
                 "session_id": session_id,
                 "cwd": session.cwd,
                 "mcp_servers": servers,
+                "probe": os.environ.get("SCRIPTED_AGENT_PROBE"),
             }
         )
 

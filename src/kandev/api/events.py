@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -56,26 +55,19 @@ async def events(
         after = int(last_event_id)
     user_id = caller_scope()
 
+    stream = services.bus.subscribe(after)
+
     async def frames() -> AsyncIterator[str]:
-        yield f": connected, last id {services.bus.last_id}\n\n"
-        stream = services.bus.stream(after).__aiter__()
-        pending: asyncio.Task[Event] | None = None
         try:
+            yield f": connected, last id {services.bus.last_id}\n\n"
             while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(stream.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
-                if not done:
+                event = await stream.next(timeout=KEEPALIVE_SECONDS)
+                if event is None:
                     yield ": keepalive\n\n"
-                    continue
-                event = pending.result()
-                pending = None
-                if _visible(event, user_id) and _matches(event, task_id, session_id):
+                elif _visible(event, user_id) and _matches(event, task_id, session_id):
                     yield _frame(event)
         finally:
-            if pending is not None:
-                pending.cancel()
-            await stream.aclose()
+            stream.close()
 
     return StreamingResponse(
         frames(),

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 RESET_EVENT = "stream.reset"
@@ -33,10 +32,34 @@ class Event:
         return {"id": self.id, "type": self.type, **self.data}
 
 
-@dataclass
-class Subscription:
-    queue: asyncio.Queue[Event] = field(default_factory=lambda: asyncio.Queue(maxsize=10_000))
-    overflowed: bool = False
+class EventStream:
+    """One subscriber: replayed events first, then live ones, in id order. Close when done."""
+
+    def __init__(self, bus: EventBus, backlog: list[Event], high_water: int) -> None:
+        self._bus = bus
+        self._backlog = deque(backlog)
+        self._high_water = high_water  # live events at or below this were replayed already
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=10_000)
+        self.overflowed = False
+
+    async def next(self, timeout: float | None = None) -> Event | None:
+        """The next event, or None when `timeout` seconds pass without one."""
+        if self._backlog:
+            return self._backlog.popleft()
+        if self.overflowed:
+            self.overflowed = False
+            self._high_water = self._bus.last_id
+            return Event(self._bus.last_id, RESET_EVENT, {"reason": "client too slow"})
+        while True:
+            try:
+                event = await asyncio.wait_for(self.queue.get(), timeout)
+            except TimeoutError:
+                return None
+            if event.id > self._high_water:
+                return event
+
+    def close(self) -> None:
+        self._bus._subscribers.discard(self)
 
 
 class EventBus:
@@ -44,7 +67,7 @@ class EventBus:
         self._buffer: deque[Event] = deque(maxlen=capacity)
         self._next_id = first_id if first_id is not None else time.time_ns() // 1_000
         self._first_id = self._next_id
-        self._subscribers: set[Subscription] = set()
+        self._subscribers: set[EventStream] = set()
 
     @property
     def last_id(self) -> int:
@@ -65,9 +88,10 @@ class EventBus:
         for sub in list(self._subscribers):
             try:
                 sub.queue.put_nowait(event)
-            except asyncio.QueueFull:  # a stuck client: cut it loose rather than grow memory
+            except asyncio.QueueFull:  # a stuck client: reset it rather than grow memory
                 sub.overflowed = True
-                self._subscribers.discard(sub)
+                while not sub.queue.empty():
+                    sub.queue.get_nowait()
         return event
 
     def _replay(self, after_id: int) -> tuple[list[Event], bool]:
@@ -78,27 +102,21 @@ class EventBus:
             lost = True  # an id from before this process started
         return [e for e in self._buffer if e.id > after_id], lost
 
-    async def stream(self, after_id: int | None = None) -> AsyncIterator[Event]:
-        """Replay what came after `after_id` (if given), then follow live events."""
-        sub = Subscription()
-        self._subscribers.add(sub)
-        try:
-            if after_id is not None:
-                missed, lost = self._replay(after_id)
-                if lost:
-                    yield Event(self.last_id, RESET_EVENT, {"reason": "events were missed"})
-                for event in missed:
-                    yield event
-                high_water = missed[-1].id if missed else after_id
-            else:
-                high_water = self.last_id
-            while not sub.overflowed:
-                event = await sub.queue.get()
-                if event.id > high_water:  # skip what the replay already sent
-                    yield event
-            yield Event(self.last_id, RESET_EVENT, {"reason": "client too slow"})
-        finally:
-            self._subscribers.discard(sub)
+    def subscribe(self, after_id: int | None = None) -> EventStream:
+        """Follow live events; with `after_id`, first replay what came after it.
+
+        Registration and the replay snapshot happen without an await in between, so no event
+        can fall between them.
+        """
+        backlog: list[Event] = []
+        if after_id is not None:
+            missed, lost = self._replay(after_id)
+            if lost:
+                backlog.append(Event(self.last_id, RESET_EVENT, {"reason": "events were missed"}))
+            backlog.extend(missed)
+        stream = EventStream(self, backlog, self.last_id)
+        self._subscribers.add(stream)
+        return stream
 
     @property
     def subscriber_count(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
 from kandev.board.inputs import Input, RowId
 
@@ -25,6 +25,9 @@ class StopInput(Input):
 
 
 class MessagePageQuery(Input):
+    # Query strings are text: numbers are parsed from them, so not strict here.
+    model_config = ConfigDict(strict=False, extra="forbid")
+
     limit: int = Field(default=100, ge=1, le=500)
     before: RowId | None = None
     after: RowId | None = None
