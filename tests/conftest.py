@@ -110,7 +110,9 @@ def make_settings(tmp_path: Path, database_url: str = "", **overrides: object) -
 
 
 @pytest.fixture
-async def services(database_url: str, tmp_path: Path, clock: ManualClock) -> AsyncIterator[Services]:
+async def services(
+    database_url: str, tmp_path: Path, clock: ManualClock
+) -> AsyncIterator[Services]:
     """Prepared services (auth off) on each database kind."""
     built = build_services(make_settings(tmp_path, database_url), clock=clock)
     await built.prepare()

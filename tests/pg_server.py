@@ -31,8 +31,15 @@ class PgServer:
         if self.data_dir is None or self._bin is None:
             return
         subprocess.run(
-            [*self._as_user, str(self._bin / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate",
-             "stop"],
+            [
+                *self._as_user,
+                str(self._bin / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-m",
+                "immediate",
+                "stop",
+            ],
             check=False,
             capture_output=True,
         )
@@ -70,16 +77,40 @@ def start_pg_server() -> PgServer | None:
     if as_user:
         shutil.chown(root, "postgres")
     subprocess.run(
-        [*as_user, str(bindir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
-         "--no-sync", "-E", "UTF8"],
+        [
+            *as_user,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            user,
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        ],
         check=True,
         capture_output=True,
     )
     port = _free_port()
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+    )
     subprocess.run(
-        [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
-         "-l", str(root / "log"), "start"],
+        [
+            *as_user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            str(root / "log"),
+            "start",
+        ],
         check=True,
         capture_output=True,
     )

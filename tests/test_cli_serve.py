@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,10 +25,8 @@ def _wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 60.0) ->
         try:
             return httpx.get(f"{url}/health", timeout=1.0)
         except httpx.TransportError:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.05)  # a bounded poll that wakes early if the process dies
-            except subprocess.TimeoutExpired:
-                pass
     raise AssertionError("server did not answer /health in time")
 
 

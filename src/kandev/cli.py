@@ -74,7 +74,9 @@ def serve(
         url = normalize_database_url(database_url, data_dir)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--database-url") from None
-    settings = Settings(host=host, port=port, data_dir=data_dir, database_url=database_url, auth=auth)
+    settings = Settings(
+        host=host, port=port, data_dir=data_dir, database_url=database_url, auth=auth
+    )
     store = "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
     typer.echo(
         f"Kandev {__version__} on http://{host}:{port} — {store}; auth {'on' if auth else 'off'}"

@@ -56,6 +56,5 @@ def normalize_database_url(url: str, data_dir: Path) -> str:
     if url.startswith(("postgresql+asyncpg://", "sqlite+aiosqlite://")):
         return url
     raise ValueError(
-        "database URL must start with postgresql:// or sqlite:// "
-        f"(got {url.split('://', 1)[0]!r})"
+        f"database URL must start with postgresql:// or sqlite:// (got {url.split('://', 1)[0]!r})"
     )

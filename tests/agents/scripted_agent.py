@@ -197,8 +197,9 @@ class ScriptedAgent:
 
     async def _call_mcp(self, session: _Session) -> str:
         import httpx2
-        from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
+
+        from mcp import Client
 
         server = next(
             (s for s in session.mcp_servers if isinstance(s, HttpMcpServer) and s.name == "kandev"),

@@ -106,7 +106,11 @@ async def test_tool_calls_and_plan_are_reduced(
 
     call, update, plan = recorder.updates
     assert (call.kind, call.key, call.content) == ("tool_call", "call-1", "Read README.md")
-    assert call.metadata == {"status": "pending", "kind": "read", "raw_input": {"path": "README.md"}}
+    assert call.metadata == {
+        "status": "pending",
+        "kind": "read",
+        "raw_input": {"path": "README.md"},
+    }
     assert (update.kind, update.key, update.content) == ("tool_call_update", "call-1", "42 lines")
     assert update.metadata == {"status": "completed"}
     assert (plan.kind, plan.key) == ("plan", "plan")
@@ -218,9 +222,7 @@ async def test_resume_loads_the_same_acp_session(
     acp_session_id = first.acp_session_id
     await first.stop()
 
-    second = await start_agent(
-        launch_for(tmp_path, resume_acp_session_id=acp_session_id), recorder
-    )
+    second = await start_agent(launch_for(tmp_path, resume_acp_session_id=acp_session_id), recorder)
     assert second.resumed
     assert second.acp_session_id == acp_session_id
 

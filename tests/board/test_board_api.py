@@ -57,7 +57,14 @@ async def test_default_workflow_has_four_steps_starting_at_backlog(
     assert [s["position"] for s in flow["steps"]] == [0, 1, 2, 3]
     step = flow["steps"][0]
     assert set(step) >= {
-        "id", "workflow_id", "name", "position", "prompt", "events", "wip_limit", "is_start_step"
+        "id",
+        "workflow_id",
+        "name",
+        "position",
+        "prompt",
+        "events",
+        "wip_limit",
+        "is_start_step",
     }
     listed = (await client.get("/api/v1/workflows", params={"workspace_id": ws["id"]})).json()
     assert listed["total"] == 1 and listed["workflows"][0]["id"] == flow["id"]
@@ -202,7 +209,9 @@ async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
     assert (r.status_code, r.json()) == (404, {"error": "workspace not found"})
     r = await client.get("/api/v1/tasks", params={"workflow_id": "nope"})
     assert (r.status_code, r.json()) == (404, {"error": "workflow not found"})
-    r = await client.post("/api/v1/tasks/nope/move", json={"workflow_id": "a", "workflow_step_id": "b"})
+    r = await client.post(
+        "/api/v1/tasks/nope/move", json={"workflow_id": "a", "workflow_step_id": "b"}
+    )
     assert (r.status_code, r.json()) == (404, {"error": "task not found"})
     r = await client.post("/api/v1/workflows/nope/steps", json={"name": "x"})
     assert (r.status_code, r.json()) == (404, {"error": "workflow not found"})

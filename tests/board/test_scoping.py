@@ -109,9 +109,9 @@ async def test_workflow_visibility(services: Services, caller: str) -> None:
             if key in VISIBLE[caller]:
                 assert (await services.workflows.get_workflow(workflow_id)).id == workflow_id
             else:
-                with pytest.raises(NotFound, match="^workflow not found$"):
+                with pytest.raises(NotFound, match=r"^workflow not found$"):
                     await services.workflows.get_workflow(workflow_id)
-                with pytest.raises(NotFound, match="^workspace not found$"):
+                with pytest.raises(NotFound, match=r"^workspace not found$"):
                     await services.workflows.list_workflows(board.ws[key])
 
 
@@ -127,9 +127,9 @@ async def test_task_visibility(services: Services, caller: str) -> None:
             if key in VISIBLE[caller]:
                 assert (await services.tasks.get_task(task_id)).id == task_id
             else:
-                with pytest.raises(NotFound, match="^task not found$"):
+                with pytest.raises(NotFound, match=r"^task not found$"):
                     await services.tasks.get_task(task_id)
-                with pytest.raises(NotFound, match="^task not found$"):
+                with pytest.raises(NotFound, match=r"^task not found$"):
                     await services.tasks.delete_task(task_id)
 
 
@@ -140,14 +140,15 @@ async def test_session_visibility_follows_its_task(services: Services, caller: s
         async with services.db.read() as conn:
             for key, session_id in board.sessions.items():
                 if key in VISIBLE[caller]:
-                    assert await services.access.authorize_session(conn, session_id) == (
-                        board.tasks[key]
+                    assert (
+                        await services.access.authorize_session(conn, session_id)
+                        == (board.tasks[key])
                     )
                 else:
-                    with pytest.raises(NotFound, match="^session not found$"):
+                    with pytest.raises(NotFound, match=r"^session not found$"):
                         await services.access.authorize_session(conn, session_id)
             # A visible task paired with another task's session is refused.
-            with pytest.raises(NotFound, match="^session not found$"):
+            with pytest.raises(NotFound, match=r"^session not found$"):
                 await services.access.authorize_task_session(
                     conn, board.tasks["empty"], board.sessions["alice"]
                 )
@@ -156,11 +157,11 @@ async def test_session_visibility_follows_its_task(services: Services, caller: s
 async def test_other_user_cannot_create_into_foreign_workspace(services: Services) -> None:
     board = await _make_board(services)
     with acting_as(BOB):
-        with pytest.raises(NotFound, match="^workspace not found$"):
+        with pytest.raises(NotFound, match=r"^workspace not found$"):
             await services.workflows.create_workflow(
                 WorkflowCreate(workspace_id=board.ws["alice"], name="sneaky")
             )
-        with pytest.raises(NotFound, match="^workspace not found$"):
+        with pytest.raises(NotFound, match=r"^workspace not found$"):
             await services.tasks.create_task(
                 TaskCreate(
                     workspace_id=board.ws["alice"], workflow_id=board.workflows["alice"], title="x"

@@ -55,14 +55,26 @@ async def test_foreign_and_fabricated_ids_give_identical_404s(
         pairs = [
             ("GET", f"/api/v1/workspaces/{ws['id']}", "/api/v1/workspaces/fabricated", None),
             ("GET", f"/api/v1/workflows/{flow['id']}", "/api/v1/workflows/fabricated", None),
-            ("GET", f"/api/v1/workflows?workspace_id={ws['id']}",
-             "/api/v1/workflows?workspace_id=fabricated", None),
+            (
+                "GET",
+                f"/api/v1/workflows?workspace_id={ws['id']}",
+                "/api/v1/workflows?workspace_id=fabricated",
+                None,
+            ),
             ("GET", f"/api/v1/tasks/{task['id']}", "/api/v1/tasks/fabricated", None),
-            ("GET", f"/api/v1/tasks?workflow_id={flow['id']}",
-             "/api/v1/tasks?workflow_id=fabricated", None),
+            (
+                "GET",
+                f"/api/v1/tasks?workflow_id={flow['id']}",
+                "/api/v1/tasks?workflow_id=fabricated",
+                None,
+            ),
             ("POST", f"/api/v1/tasks/{task['id']}/move", "/api/v1/tasks/fabricated/move", move),
-            ("POST", f"/api/v1/workflows/{flow['id']}/steps",
-             "/api/v1/workflows/fabricated/steps", {"name": "x"}),
+            (
+                "POST",
+                f"/api/v1/workflows/{flow['id']}/steps",
+                "/api/v1/workflows/fabricated/steps",
+                {"name": "x"},
+            ),
             ("DELETE", f"/api/v1/tasks/{task['id']}", "/api/v1/tasks/fabricated", None),
         ]
         for method, foreign, fabricated, body in pairs:

@@ -67,8 +67,10 @@ async def test_prompt_during_a_turn_is_queued_then_dispatched(server) -> None:
             sid = session["id"]
             await events.wait_for(of_type("session.message.added"))  # the agent is working
             await events.wait_for(
-                lambda e: e.type == "session.message.added"
-                and e.data["message"]["author_type"] == "agent"
+                lambda e: (
+                    e.type == "session.message.added"
+                    and e.data["message"]["author_type"] == "agent"
+                )
             )
             r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "echo second"})
             assert r.status_code == 202
@@ -95,8 +97,10 @@ async def test_stop_ends_the_agent_and_refuses_prompts(server) -> None:
         async with sse_stream(client, params={"task_id": task["id"]}) as events:
             session = await _start(client, task, profile, "slow")
             await events.wait_for(
-                lambda e: e.type == "session.message.added"
-                and e.data["message"]["author_type"] == "agent"
+                lambda e: (
+                    e.type == "session.message.added"
+                    and e.data["message"]["author_type"] == "agent"
+                )
             )
             handle = server.services.orchestrator.live(session["id"]).handle
             assert handle is not None and handle.alive

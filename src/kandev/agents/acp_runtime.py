@@ -315,6 +315,8 @@ class AcpAgentHandle:
     async def prompt(self, text: str) -> str:
         """Run one turn; returns the stop reason once every update of it was delivered."""
         if not self.alive:
+            if self._stopping:
+                raise AgentFailed("agent was stopped")
             raise AgentFailed(self._exit_reason or "agent is not running")
         if self._prompt_running:
             raise RuntimeError("a turn is already running in this agent session")
@@ -330,6 +332,9 @@ class AcpAgentHandle:
             raise AgentFailed(self._death_reason()) from None
         except RequestError as exc:
             raise AgentFailed(f"agent failed the prompt: {_error_text(exc)}") from None
+        except (ValueError, TypeError) as exc:  # a malformed answer (pydantic validation)
+            message = f"agent sent an invalid answer to ACP session/prompt: {exc}"
+            raise AgentFailed(message) from None
         finally:
             self._prompt_running = False
         await self._updates.join()
@@ -353,7 +358,8 @@ class AcpAgentHandle:
         """initialize, then session/load (when asked and supported) or session/new."""
         launch = self._launch
         try:
-            init = await self._call(
+            init = await self._step(
+                "initialize",
                 self._conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
                     client_capabilities=ClientCapabilities(
@@ -362,18 +368,16 @@ class AcpAgentHandle:
                     ),
                     client_info=Implementation(name="kandev", title="Kandev", version=__version__),
                 ),
-                timeout_s=limit_s,
+                limit_s,
             )
-        except TimeoutError:
-            raise AgentFailed(self._with_stderr("agent did not answer ACP initialize")) from None
-        except _ProcessEnded:
-            raise AgentFailed(
-                self._with_stderr(f"agent did not answer ACP initialize ({self._exit_summary()})")
-            ) from None
         except RequestError as exc:
+            message = f"agent failed ACP initialize: {_error_text(exc)}"
+            raise AgentFailed(self._with_stderr(message)) from None
+        if init.protocol_version != PROTOCOL_VERSION:
             raise AgentFailed(
-                self._with_stderr(f"agent failed ACP initialize: {_error_text(exc)}")
-            ) from None
+                f"agent speaks ACP protocol version {init.protocol_version}, "
+                f"Kandev speaks version {PROTOCOL_VERSION}"
+            )
 
         mcp_servers = [
             HttpMcpServer(
@@ -384,55 +388,55 @@ class AcpAgentHandle:
             )
         ]
         cwd = str(launch.cwd)
-        if launch.resume_acp_session_id and _can_load(init):
-            self._suppress_updates = True  # the agent replays history Kandev already has
+        resume_id = launch.resume_acp_session_id
+        if resume_id and _can_load(init):
+            # The agent replays the conversation while loading; Kandev already stored it, so
+            # those updates are dropped as they arrive (they all precede the response).
+            self._suppress_updates = True
             try:
-                await self._call(
-                    self._conn.load_session(
-                        cwd=cwd, session_id=launch.resume_acp_session_id, mcp_servers=mcp_servers
-                    ),
-                    timeout_s=limit_s,
+                await self._step(
+                    "session/load",
+                    self._conn.load_session(cwd=cwd, session_id=resume_id, mcp_servers=mcp_servers),
+                    limit_s,
                 )
             except RequestError as exc:
                 log.info(
                     "agent could not load ACP session %s (%s); opening a new one",
-                    launch.resume_acp_session_id,
+                    resume_id,
                     _error_text(exc),
                 )
-            except TimeoutError:
-                message = "agent did not answer ACP session/load"
-                raise AgentFailed(self._with_stderr(message)) from None
-            except _ProcessEnded:
-                raise AgentFailed(
-                    self._with_stderr(f"agent died in ACP session/load ({self._exit_summary()})")
-                ) from None
             else:
-                self._acp_session_id = launch.resume_acp_session_id
+                self._acp_session_id = resume_id
                 self._resumed = True
-            finally:
-                # Replayed updates were dropped as they arrived (they precede the response).
-                self._suppress_updates = False
-            if self._resumed:
                 return
+            finally:
+                self._suppress_updates = False
 
         try:
-            new = await self._call(
-                self._conn.new_session(cwd=cwd, mcp_servers=mcp_servers), timeout_s=limit_s
+            new = await self._step(
+                "session/new", self._conn.new_session(cwd=cwd, mcp_servers=mcp_servers), limit_s
             )
-        except TimeoutError:
-            raise AgentFailed(self._with_stderr("agent did not answer ACP session/new")) from None
-        except _ProcessEnded:
-            raise AgentFailed(
-                self._with_stderr(f"agent died in ACP session/new ({self._exit_summary()})")
-            ) from None
         except RequestError as exc:
             hint = ""
-            if exc.code == -32000:
+            if exc.code == -32000:  # auth_required
                 hint = " (log in with the agent's own command line first)"
-            raise AgentFailed(
-                self._with_stderr(f"agent refused ACP session/new{hint}: {_error_text(exc)}")
-            ) from None
+            message = f"agent refused ACP session/new{hint}: {_error_text(exc)}"
+            raise AgentFailed(self._with_stderr(message)) from None
         self._acp_session_id = new.session_id
+
+    async def _step(self, what: str, request: Awaitable[T], limit_s: float) -> T:
+        """One start-up request; every failure but an ACP error answer becomes AgentFailed."""
+        try:
+            return await self._call(request, timeout_s=limit_s)
+        except RequestError:
+            raise
+        except TimeoutError:
+            message = f"agent did not answer ACP {what} within {limit_s:g} s"
+        except _ProcessEnded:
+            message = f"agent did not answer ACP {what} ({self._exit_summary()})"
+        except Exception as exc:
+            message = f"agent sent an invalid answer to ACP {what}: {exc}"
+        raise AgentFailed(self._with_stderr(message))
 
     def _mark_ready(self) -> None:
         self._ready = True
@@ -507,18 +511,29 @@ class AcpAgentHandle:
     async def _pump_stdout(self) -> None:
         stream = self._proc.stdout
         assert stream is not None
-        pending = b""
+        parts: list[bytes] = []  # the current, unfinished line
+        size = 0
         try:
             while chunk := await stream.read(65536):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._route_stdout_line(line)
+                start = 0
+                while (end := chunk.find(b"\n", start)) != -1:
+                    parts.append(chunk[start:end])
+                    self._route_stdout_line(b"".join(parts))
+                    parts.clear()
+                    size = 0
+                    start = end + 1
+                if start < len(chunk):
+                    parts.append(chunk[start:])
+                    size += len(chunk) - start
+                    if size > DEFAULT_STDIO_BUFFER_LIMIT_BYTES:
+                        log.warning("agent wrote an oversized line on stdout; dropped it")
+                        parts.clear()
+                        size = 0
         except (OSError, ValueError):
             pass
         finally:
-            if pending:
-                self._route_stdout_line(pending)
+            if parts:
+                self._route_stdout_line(b"".join(parts))
             self._acp_out.feed_eof()
 
     def _route_stdout_line(self, line: bytes) -> None:
@@ -593,8 +608,10 @@ class AcpAgentHandle:
     # --- messages --------------------------------------------------------------------------
 
     def _exit_summary(self) -> str:
+        if self._broken_reason:
+            return self._broken_reason
         if self._proc.returncode is None:
-            return "its output closed"
+            return "agent closed its output"
         return _describe_exit(self._proc.returncode)
 
     def _with_stderr(self, message: str) -> str:

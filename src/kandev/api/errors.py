@@ -20,7 +20,9 @@ STATUS_BY_ERROR: dict[type[errors.KandevError], int] = {
 }
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 

@@ -64,11 +64,9 @@ class AgentProfileService:
                 raise NotFound(PROFILE_NOT_FOUND)
             if profile.is_builtin and changes:
                 raise Conflict("the built-in profile cannot be changed")
-            if "name" in changes and changes["name"] != profile.name:
-                if await repo.get_profile_by_name(conn, changes["name"]) is not None:
-                    raise Conflict(
-                        f"name: an agent profile named {changes['name']!r} already exists"
-                    )
+            renamed = "name" in changes and changes["name"] != profile.name
+            if renamed and await repo.get_profile_by_name(conn, changes["name"]) is not None:
+                raise Conflict(f"name: an agent profile named {changes['name']!r} already exists")
             if changes:
                 await repo.update_profile(
                     conn, profile_id, {**changes, "updated_at": self.clock.now()}

@@ -102,9 +102,9 @@ class AgentProfileCreate(Input):
 
 class AgentProfileUpdate(Input):
     name: Name | None = None
-    command: (
-        list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] | None
-    ) = Field(default=None, min_length=1, max_length=64)
+    command: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32_768)]] | None = Field(
         default=None, max_length=100
     )

@@ -86,6 +86,8 @@ class EventBus:
         self._next_id += 1
         self._buffer.append(event)
         for sub in list(self._subscribers):
+            if sub.overflowed:
+                continue  # it will be told to refetch; queuing more would be wasted
             try:
                 sub.queue.put_nowait(event)
             except asyncio.QueueFull:  # a stuck client: reset it rather than grow memory

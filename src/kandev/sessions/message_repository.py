@@ -21,7 +21,9 @@ async def insert_message(conn: AsyncConnection, values: dict[str, Any]) -> Messa
 
 
 async def get_message(conn: AsyncConnection, message_id: str) -> Message | None:
-    row = (await conn.execute(select(messages).where(messages.c.id == message_id))).mappings().first()
+    row = (
+        (await conn.execute(select(messages).where(messages.c.id == message_id))).mappings().first()
+    )
     return Message.from_row(row) if row else None
 
 
@@ -74,17 +76,23 @@ async def page_messages(
             continue
         ts, mid = messages.c.created_at, messages.c.id
         if newer:
-            where.append(or_(ts > anchor.created_at, and_(ts == anchor.created_at, mid > anchor.id)))
+            where.append(
+                or_(ts > anchor.created_at, and_(ts == anchor.created_at, mid > anchor.id))
+            )
         else:
-            where.append(or_(ts < anchor.created_at, and_(ts == anchor.created_at, mid < anchor.id)))
+            where.append(
+                or_(ts < anchor.created_at, and_(ts == anchor.created_at, mid < anchor.id))
+            )
     order = (
         (messages.c.created_at.asc(), messages.c.id.asc())
         if sort == "asc"
         else (messages.c.created_at.desc(), messages.c.id.desc())
     )
     rows = (
-        await conn.execute(select(messages).where(*where).order_by(*order).limit(limit + 1))
-    ).mappings().all()
+        (await conn.execute(select(messages).where(*where).order_by(*order).limit(limit + 1)))
+        .mappings()
+        .all()
+    )
     return [Message.from_row(r) for r in rows[:limit]], len(rows) > limit
 
 

@@ -107,9 +107,7 @@ class SessionService:
         async with self.db.read() as conn:
             await self.access.authorize_task(conn, task_id)
             sessions = await sessions_repo.list_task_sessions(conn, task_id)
-            return [
-                s.to_json(current_turn_id=await current_turn_id(conn, s.id)) for s in sessions
-            ]
+            return [s.to_json(current_turn_id=await current_turn_id(conn, s.id)) for s in sessions]
 
     async def prompt(self, session_id: str, text: str) -> PromptResult:
         session = await self._authorized_session(session_id)

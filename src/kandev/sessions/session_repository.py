@@ -36,7 +36,9 @@ async def session_task_id(conn: AsyncConnection, session_id: str) -> Any:
 async def count_task_sessions(conn: AsyncConnection, task_id: str) -> int:
     return (
         await conn.execute(
-            select(func.count()).select_from(task_sessions).where(task_sessions.c.task_id == task_id)
+            select(func.count())
+            .select_from(task_sessions)
+            .where(task_sessions.c.task_id == task_id)
         )
     ).scalar_one()
 

@@ -1,0 +1,92 @@
+"""The authentication gate in front of each MCP endpoint (plain ASGI, before any MCP work).
+
+External `/mcp`: auth off → the synthetic identity; otherwise `Bearer kandev_pat_…` (or a
+valid browser session cookie when no Authorization header is sent), else 401.
+Agent `/agent/mcp`: always `Bearer kandev_agent_…` (the token names the session, also with
+auth off), else 401.
+
+The resolved `McpCaller` goes into the request scope (read back by the tool runner from the
+SDK's request context) and into the identity/agent contextvars for the rest of the request.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kandev.auth.identity import SYNTHETIC_IDENTITY, acting_as
+from kandev.auth.middleware import SESSION_COOKIE
+from kandev.mcp.context import SCOPE_KEY, McpCaller, calling_as
+
+if TYPE_CHECKING:
+    from kandev.services import Services
+
+EXTERNAL_UNAUTHORIZED = "external MCP requires a personal access token"
+AGENT_UNAUTHORIZED = "agent MCP requires the session's agent token"
+
+
+def _bearer(conn: HTTPConnection) -> str | None:
+    """The bearer credential, '' for a malformed Authorization header, None when absent."""
+    header = conn.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, credential = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return ""
+    return credential.strip()
+
+
+def unauthorized(message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+class McpAuthGate:
+    def __init__(self, app: ASGIApp, services: Services, surface: str) -> None:
+        self.app = app
+        self.services = services
+        self.surface = surface
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        conn = HTTPConnection(scope)
+        if self.surface == "agent":
+            caller = await self._agent_caller(conn)
+            message = AGENT_UNAUTHORIZED
+        else:
+            caller = await self._external_caller(conn)
+            message = EXTERNAL_UNAUTHORIZED
+        if caller is None:
+            await unauthorized(message)(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = caller
+        with acting_as(caller.identity), calling_as(caller):
+            await self.app(scope, receive, send)
+
+    async def _external_caller(self, conn: HTTPConnection) -> McpCaller | None:
+        auth = self.services.auth
+        if auth.mode == "disabled":
+            return McpCaller(SYNTHETIC_IDENTITY)
+        bearer = _bearer(conn)
+        if bearer is None:
+            cookie = conn.cookies.get(SESSION_COOKIE)
+            if not cookie:
+                return None
+            client_ip = conn.client.host if conn.client else ""
+            identity = await auth.resolve_session_token(cookie, client_ip)
+        else:
+            identity = await auth.resolve_bearer(bearer) if bearer else None
+        return McpCaller(identity) if identity is not None else None
+
+    async def _agent_caller(self, conn: HTTPConnection) -> McpCaller | None:
+        bearer = _bearer(conn)
+        if not bearer:
+            return None
+        principal = await self.services.agent_tokens.resolve(bearer)
+        if principal is None:
+            return None
+        return McpCaller(principal.identity, agent=principal)

@@ -1,0 +1,90 @@
+"""The one MCP server factory: one MCPServer per surface, over the shared tool registry.
+
+Tools are registered as SDK `Tool`s whose argument model passes the raw arguments through,
+so that our own pydantic models (strict; unknown arguments ignored) validate them and a bad
+argument becomes the CONTRACT §5 VALIDATION_ERROR result rather than the SDK's own text.
+The published input schema is the JSON schema of that same model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult
+from pydantic import ConfigDict
+
+from kandev import __version__
+from kandev.auth.identity import acting_as
+from kandev.mcp.context import McpCaller, caller_from_scope, calling_as, current_caller
+from kandev.mcp.errors import error_result, tool_error, tool_success
+from kandev.mcp.tools import ToolContext, ToolSpec, tools_for
+
+if TYPE_CHECKING:
+    from kandev.services import Services
+
+SurfaceName = Literal["external", "agent"]
+SERVER_NAMES = {"external": "kandev", "agent": "kandev-agent"}
+NO_CALLER = "no authenticated caller"
+
+
+class _RawArguments(ArgModelBase):
+    """Accepts any argument object and hands it over untouched as `arguments`."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.model_extra or {})}
+
+
+def _request_scope(ctx: Context[Any, Any]) -> dict[str, Any] | None:
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # not inside a request (in-process use)
+        return None
+    return getattr(request, "scope", None)
+
+
+def resolve_caller(ctx: Context[Any, Any]) -> McpCaller | None:
+    """The caller of the HTTP request carrying this call: from the request scope the auth gate
+    filled, else from the contextvar the gate set (the SDK carries the sender's context)."""
+    return caller_from_scope(_request_scope(ctx)) or current_caller()
+
+
+def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
+    async def run(arguments: dict[str, Any], ctx: Context[Any, Any]) -> CallToolResult:
+        caller = resolve_caller(ctx)
+        if caller is None:
+            return tool_error("UNAUTHORIZED", NO_CALLER)
+        with acting_as(caller.identity), calling_as(caller):
+            try:
+                args = spec.args.model_validate(arguments)
+                payload = await spec.handler(ToolContext(services, ctx), args)
+            except Exception as exc:  # every failure becomes a tool error result
+                return error_result(exc, spec.name)
+        return tool_success(payload)
+
+    run.__name__ = spec.name
+    return Tool(
+        fn=run,
+        name=spec.name,
+        description=spec.description,
+        parameters=spec.input_schema(),
+        fn_metadata=FuncMetadata(arg_model=_RawArguments),
+        is_async=True,
+        context_kwarg="ctx",
+    )
+
+
+def build_mcp_server(services: Services, surface: SurfaceName) -> MCPServer:
+    if surface not in SERVER_NAMES:
+        raise ValueError(f"unknown MCP surface {surface!r}")
+    return MCPServer(
+        SERVER_NAMES[surface],
+        version=__version__,
+        tools=[_sdk_tool(spec, services) for spec in tools_for(surface)],
+        log_level="WARNING",
+    )

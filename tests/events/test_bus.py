@@ -1,0 +1,65 @@
+"""The event bus: ordering, replay after an id, resets when events were lost."""
+
+from __future__ import annotations
+
+from kandev.events.bus import RESET_EVENT, EventBus
+
+
+async def test_live_events_arrive_in_order() -> None:
+    bus = EventBus(first_id=100)
+    stream = bus.subscribe()
+    for i in range(5):
+        bus.publish("t", {"i": i})
+    got = [await stream.next(timeout=1) for _ in range(5)]
+    assert [e.id for e in got] == [100, 101, 102, 103, 104]
+    assert [e.data["i"] for e in got] == [0, 1, 2, 3, 4]
+    assert await stream.next(timeout=0.01) is None
+    stream.close()
+    assert bus.subscriber_count == 0
+
+
+async def test_replay_gives_exactly_the_missed_events_then_live_ones() -> None:
+    bus = EventBus(first_id=1)
+    for i in range(10):
+        bus.publish("t", {"i": i})
+    stream = bus.subscribe(after_id=7)
+    bus.publish("t", {"i": 10})
+    ids = [(await stream.next(timeout=1)).id for _ in range(4)]
+    assert ids == [8, 9, 10, 11]  # three replayed, then the live one, nothing twice
+    assert await stream.next(timeout=0.01) is None
+
+
+async def test_replay_from_the_last_id_sends_nothing_old() -> None:
+    bus = EventBus(first_id=1)
+    bus.publish("t", {})
+    stream = bus.subscribe(after_id=bus.last_id)
+    assert await stream.next(timeout=0.01) is None
+
+
+async def test_rolled_out_events_produce_a_reset_first() -> None:
+    bus = EventBus(capacity=3, first_id=1)
+    for i in range(10):
+        bus.publish("t", {"i": i})  # ids 1..10, only 8..10 kept
+    stream = bus.subscribe(after_id=2)
+    first = await stream.next(timeout=1)
+    assert first.type == RESET_EVENT
+    assert [(await stream.next(timeout=1)).id for _ in range(3)] == [8, 9, 10]
+
+
+async def test_an_id_from_before_this_process_started_resets() -> None:
+    bus = EventBus(first_id=1_000)
+    bus.publish("t", {})
+    stream = bus.subscribe(after_id=5)  # e.g. the previous server's ids
+    assert (await stream.next(timeout=1)).type == RESET_EVENT
+    assert (await stream.next(timeout=1)).id == 1_000
+
+
+async def test_a_stuck_subscriber_is_reset_not_grown() -> None:
+    bus = EventBus(first_id=1)
+    stream = bus.subscribe()
+    stream.queue = type(stream.queue)(maxsize=2)
+    for i in range(5):
+        bus.publish("t", {"i": i})
+    assert (await stream.next(timeout=1)).type == RESET_EVENT
+    bus.publish("t", {"i": 99})
+    assert (await stream.next(timeout=1)).data == {"i": 99}
