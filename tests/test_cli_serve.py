@@ -14,7 +14,7 @@ import httpx
 from typer.testing import CliRunner
 
 from kandev.cli import app
-from tests.conftest import free_port
+from tests.conftest import free_port, missing
 
 
 def _wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> httpx.Response:
@@ -30,18 +30,22 @@ def _wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 60.0) ->
     raise AssertionError("server did not answer /health in time")
 
 
-def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
+def _serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "KANDEV_HOME": str(tmp_path / "home")}
     env.pop("KANDEV_DATABASE_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kandev", "serve", "--port", str(port)],
+        [sys.executable, "-m", "kandev", "serve", "--port", str(port), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
+    proc, url = _serve(tmp_path)
     try:
-        url = f"http://127.0.0.1:{port}"
         r = _wait_for_health(url, proc)
         assert (r.status_code, r.json()) == (200, {"status": "ok"})
         assert (tmp_path / "home" / "kandev.db").exists()
@@ -68,3 +72,29 @@ def test_serve_refuses_an_unknown_database_url(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "postgresql://" in result.output
+
+
+def test_serve_on_postgresql_migrates_and_serves(tmp_path: Path, pg_server) -> None:
+    if pg_server is None:
+        missing("PostgreSQL")
+    import asyncio
+
+    import asyncpg
+
+    async def create() -> None:
+        conn = await asyncpg.connect(pg_server.admin_url)
+        await conn.execute('CREATE DATABASE "kandev_cli_serve"')
+        await conn.close()
+
+    asyncio.run(create())
+    proc, url = _serve(tmp_path, "--database-url", pg_server.url_for("kandev_cli_serve"))
+    try:
+        assert _wait_for_health(url, proc).status_code == 200
+        r = httpx.post(f"{url}/api/v1/workspaces", json={"name": "on postgres"})
+        assert r.status_code == 201
+        assert httpx.get(f"{url}/api/v1/workspaces").json()["total"] == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=30)[0].decode()
+    assert "PostgreSQL" in output
+    assert not (tmp_path / "home" / "kandev.db").exists()
