@@ -22,6 +22,7 @@ from kandev.api import (
 from kandev.api.errors import install_error_handlers
 from kandev.auth.middleware import AuthMiddleware
 from kandev.config import Settings
+from kandev.mcp import mcp_lifespan, mount_mcp
 from kandev.services import Services, build_services
 
 
@@ -30,10 +31,11 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     services = services or build_services(settings)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app_: FastAPI) -> AsyncIterator[None]:
         await services.prepare()
         try:
-            yield
+            async with mcp_lifespan(app_):  # both MCP session managers
+                yield
         finally:
             await services.close()
 
@@ -52,5 +54,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         events,
     ):
         app.include_router(module.router)
+    mount_mcp(app, services)  # /mcp (people, bots) and /agent/mcp (session agents)
     app.add_middleware(AuthMiddleware, auth_service=services.auth)
     return app

@@ -97,5 +97,13 @@ def serve(
     )
 
 
+@app.command("demo-agent")
+def demo_agent() -> None:
+    """Run the bundled demo agent: an ACP agent on stdio (for the built-in `demo` profile)."""
+    from kandev.agents.demo_agent import main as run_demo_agent
+
+    run_demo_agent()
+
+
 def main() -> None:
     app()

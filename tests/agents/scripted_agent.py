@@ -9,6 +9,8 @@ Prompts (the first word picks the behaviour):
 - ``permission`` asks session/request_permission and replies with the chosen option id.
 - ``mcp``        calls ``list_workspaces_kandev`` on the "kandev" MCP server it was given
                  and replies with the raw text of the result.
+- ``ignore-term`` ignores SIGTERM from now on (stop() must escalate to SIGKILL).
+- ``spawn FIFO`` starts a child that opens FIFO for writing and lives on; replies its pid.
 - ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
                  the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import uuid
 from typing import Any
@@ -54,6 +57,14 @@ from acp.schema import (
 )
 
 CRASH_STDERR_LINE = "scripted agent: crashing on purpose"
+# A child that holds a FIFO open for writing until it dies (the test waits for EOF).
+CHILD = (
+    "import sys, time\n"
+    "fifo = open(sys.argv[1], 'w')\n"
+    "fifo.write('alive')\n"
+    "fifo.flush()\n"
+    "time.sleep(120)\n"
+)
 
 
 class _Session:
@@ -68,6 +79,7 @@ class ScriptedAgent:
     def __init__(self) -> None:
         self._conn: Any = None
         self._sessions: dict[str, _Session] = {}
+        self._children: list[asyncio.subprocess.Process] = []
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -128,6 +140,13 @@ class ScriptedAgent:
             await self._permission(session_id)
         elif command == "mcp":
             await self._say(session_id, await self._call_mcp(session))
+        elif command == "ignore-term":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            await self._say(session_id, "ignoring SIGTERM")
+        elif command == "spawn":
+            child = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, rest)
+            self._children.append(child)
+            await self._say(session_id, f"spawned {child.pid}")
         elif command == "whoami":
             await self._say(session_id, self._whoami(session_id, session))
         else:
@@ -197,9 +216,8 @@ class ScriptedAgent:
 
     async def _call_mcp(self, session: _Session) -> str:
         import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
         from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
 
         server = next(
             (s for s in session.mcp_servers if isinstance(s, HttpMcpServer) and s.name == "kandev"),

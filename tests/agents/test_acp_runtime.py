@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -191,6 +192,40 @@ async def test_stop_ends_the_process_without_an_exit_event(
     assert not pid_exists(pid)
     assert not handle.alive
     assert recorder.exits == []
+
+
+async def test_stop_kills_an_agent_that_ignores_sigterm(tmp_path: Path, recorder: Recorder) -> None:
+    handle = await AcpRuntime(stop_grace=0.3).start(launch_for(tmp_path), recorder)
+    with anyio.fail_after(WAIT_SECONDS):
+        await handle.prompt("ignore-term")
+        await handle.stop()
+
+    assert handle.returncode == -signal.SIGKILL
+    assert not pid_exists(handle.pid)
+    assert recorder.exits == []
+
+
+async def test_stop_ends_the_agents_children_too(
+    tmp_path: Path, start_agent: StartAgent, recorder: Recorder
+) -> None:
+    fifo = tmp_path / "child.fifo"
+    os.mkfifo(fifo)
+    handle = await start_agent(launch_for(tmp_path), recorder)
+    with anyio.fail_after(WAIT_SECONDS):
+        await handle.prompt(f"spawn {fifo}")
+    child_pid = int(recorder.text().removeprefix("spawned "))
+    try:
+        with anyio.fail_after(WAIT_SECONDS):
+            # Opening returns once the child opened the FIFO for writing; then it says "alive".
+            reader = await anyio.to_thread.run_sync(open, fifo, abandon_on_cancel=True)
+            assert await anyio.to_thread.run_sync(reader.read, 5, abandon_on_cancel=True) == "alive"
+            await handle.stop()
+            # EOF only once every writer is gone: the child died with the agent.
+            assert await anyio.to_thread.run_sync(reader.read, abandon_on_cancel=True) == ""
+        reader.close()
+    finally:
+        if pid_exists(child_pid):  # the test failed: do not leave the child behind
+            os.kill(child_pid, signal.SIGKILL)
 
 
 async def test_stop_during_a_turn_fails_that_turn_quietly(

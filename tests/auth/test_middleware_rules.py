@@ -85,11 +85,22 @@ def test_protected_paths(method: str, path: str) -> None:
 async def test_disabled_mode_is_synthetic_everywhere() -> None:
     http, fake = client("disabled")
     async with http:
-        for path in ("/api/v1/workspaces", "/mcp", "/"):
+        for path in ("/api/v1/workspaces", "/"):
             response = await http.get(path, headers={"Authorization": "Bearer junk"})
             assert response.status_code == 200
             assert response.text == SYNTHETIC_IDENTITY.user_id
     assert fake.calls == []  # no credential lookups while auth is off
+
+
+@pytest.mark.parametrize("mode", ["disabled", "enabled"])
+async def test_mcp_endpoints_are_left_to_their_own_gate(mode: str) -> None:
+    http, fake = client(mode)
+    async with http:
+        for path in ("/mcp", "/mcp/", "/agent/mcp/", "//agent/mcp"):
+            response = await http.get(path, headers={"Authorization": "Bearer kandev_pat_x"})
+            assert response.status_code == 200, path
+            assert response.text == "none", path  # no identity installed here
+    assert fake.calls == []  # and no second token lookup
 
 
 @pytest.mark.parametrize("mode", ["setup", "enabled"])

@@ -29,10 +29,11 @@ from tests.conftest import LiveServer, free_port, make_settings
 
 PASSWORD = "correct horse battery"
 
+
 class McpLiveServer(LiveServer):
     """LiveServer whose app is guaranteed to serve /mcp and /agent/mcp."""
 
-    def __init__(self, services: Any) -> None:  # noqa: D107 - mirrors LiveServer
+    def __init__(self, services: Any) -> None:
         self.services = services
         self.port = services.settings.port
         self.url = f"http://127.0.0.1:{self.port}"
@@ -68,6 +69,7 @@ class McpLiveServer(LiveServer):
     def agent_url(self) -> str:
         return f"{self.url}/agent/mcp"
 
+
 @pytest.fixture
 def mcp_server_factory(tmp_path: Path) -> Iterator[Callable[..., McpLiveServer]]:
     started: list[McpLiveServer] = []
@@ -86,15 +88,17 @@ def mcp_server_factory(tmp_path: Path) -> Iterator[Callable[..., McpLiveServer]]
     for server in started:
         server.stop()
 
+
 @asynccontextmanager
 async def mcp_client(
     url: str, token: str | None = None, *, mode: str = "auto", cookies: dict | None = None
 ) -> AsyncIterator[Client]:
     """The official MCP client over HTTP, with an optional bearer token."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, cookies=cookies, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-            yield client
+    http = httpx2.AsyncClient(headers=headers, cookies=cookies, timeout=30)
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        yield client
+
 
 def ok(result: CallToolResult) -> dict[str, Any]:
     """A success result: the same JSON object as structuredContent and as text."""
@@ -104,12 +108,14 @@ def ok(result: CallToolResult) -> dict[str, Any]:
     assert text == result.structured_content
     return text
 
+
 def tool_error(result: CallToolResult) -> dict[str, Any]:
     """A failure result: isError with text {"code", "message"}."""
     assert result.is_error, result.structured_content
     body = json.loads(result.content[0].text)  # type: ignore[union-attr]
     assert set(body) == {"code", "message"}, body
     return body
+
 
 async def raw_post(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
     """One raw initialize POST (what any MCP client sends first)."""
@@ -130,7 +136,9 @@ async def raw_post(url: str, headers: dict[str, str] | None = None) -> httpx.Res
             headers={"Accept": "application/json, text/event-stream", **(headers or {})},
         )
 
+
 # --- REST setup helpers -----------------------------------------------------------------
+
 
 async def board(http: httpx.AsyncClient, name: str = "WS") -> dict[str, Any]:
     """A workspace with a default workflow and one task; returns their JSON."""
@@ -147,6 +155,7 @@ async def board(http: httpx.AsyncClient, name: str = "WS") -> dict[str, Any]:
     assert r.status_code == 201, r.text
     return {"workspace": ws, "workflow": flow, "task": r.json()}
 
+
 async def agent_token(http: httpx.AsyncClient, task_id: str) -> tuple[str, dict[str, str]]:
     """A session without a managed agent on the task, and its agent MCP credentials."""
     r = await http.post(f"/api/v1/tasks/{task_id}/sessions", json={})
@@ -156,6 +165,7 @@ async def agent_token(http: httpx.AsyncClient, task_id: str) -> tuple[str, dict[
     assert r.status_code == 201, r.text
     return session_id, r.json()
 
+
 async def two_users(base_url: str) -> tuple[str, str]:
     """Alice (first admin) and Bob (member) on an auth-on server; their PATs."""
     async with httpx.AsyncClient(base_url=base_url) as alice:
@@ -163,7 +173,9 @@ async def two_users(base_url: str) -> tuple[str, str]:
             "/api/v1/auth/setup", json={"email": "alice@example.com", "password": PASSWORD}
         )
         assert r.status_code == 200, r.text
-        r = await alice.post("/api/v1/users", json={"email": "bob@example.com", "password": PASSWORD})
+        r = await alice.post(
+            "/api/v1/users", json={"email": "bob@example.com", "password": PASSWORD}
+        )
         assert r.status_code == 201, r.text
         r = await alice.post("/api/v1/auth/tokens", json={"name": "alice"})
         assert r.status_code == 201, r.text
@@ -177,6 +189,7 @@ async def two_users(base_url: str) -> tuple[str, str]:
         assert r.status_code == 201, r.text
         bob_pat = r.json()["token"]
     return alice_pat, bob_pat
+
 
 def bearer_client(base_url: str, token: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"})

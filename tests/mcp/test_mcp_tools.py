@@ -114,7 +114,11 @@ async def test_board_tools(mcp_server_factory, database_url: str, clock: ManualC
         assert on_review["workflow_step_id"] == review
 
         by_flow = ok(await c.call_tool("list_tasks_kandev", {"workflow_id": flow_a["id"]}))
-        assert {t["id"] for t in by_flow["tasks"]} == {a["task"]["id"], created["id"], on_review["id"]}
+        assert {t["id"] for t in by_flow["tasks"]} == {
+            a["task"]["id"],
+            created["id"],
+            on_review["id"],
+        }
         by_ws = ok(await c.call_tool("list_tasks_kandev", {"workspace_id": b["workspace"]["id"]}))
         assert [t["id"] for t in by_ws["tasks"]] == [b["task"]["id"]]
         assert len(ok(await c.call_tool("list_tasks_kandev", {}))["tasks"]) == 4
@@ -123,6 +127,13 @@ async def test_board_tools(mcp_server_factory, database_url: str, clock: ManualC
         r = await http.get(f"/api/v1/tasks/{created['id']}")
         assert r.status_code == 200
         assert r.json() == created
+
+
+async def http_prompt(base_url: str, session_id: str, text: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        r = await http.post(f"/api/v1/sessions/{session_id}/prompt", json={"text": text})
+        assert r.status_code == 202, r.text
+        assert r.json()["queued"] is False
 
 
 async def test_session_tools(mcp_server_factory, database_url: str, clock: ManualClock):
@@ -166,12 +177,18 @@ async def test_session_tools(mcp_server_factory, database_url: str, clock: Manua
         assert chosen["session_id"] == second["id"]
         assert chosen["messages"] == rest_messages["messages"]
 
+        # The latest `limit` messages, oldest first; has_more says older ones exist.
+        for text in ("two", "three"):
+            clock.advance(seconds=1)
+            await http_prompt(server.url, first["id"], text)
         limited = ok(
-            await c.call_tool(
-                "get_task_conversation_kandev", {"task_id": task_id, "limit": 1}
-            )
+            await c.call_tool("get_task_conversation_kandev", {"task_id": task_id, "limit": 2})
         )
-        assert len(limited["messages"]) == 1
+        assert [m["content"] for m in limited["messages"]] == ["two", "three"]
+        assert limited["has_more"] is True
+        everything = ok(await c.call_tool("get_task_conversation_kandev", {"task_id": task_id}))
+        assert [m["content"] for m in everything["messages"]] == ["first", "two", "three"]
+        assert everything["has_more"] is False
 
         # A session of another task is not this task's: NOT_FOUND, like a fabricated one.
         foreign = tool_error(
@@ -240,7 +257,9 @@ async def test_bad_arguments_are_validation_errors(
             "message": "limit: Input should be a valid integer",
         }
         zero = tool_error(
-            await c.call_tool("get_task_conversation_kandev", {"task_id": a["task"]["id"], "limit": 0})
+            await c.call_tool(
+                "get_task_conversation_kandev", {"task_id": a["task"]["id"], "limit": 0}
+            )
         )
         assert zero["message"].startswith("limit: ")
 
@@ -267,6 +286,16 @@ async def test_missing_rows_are_not_found(mcp_server_factory, database_url: str,
             assert body["message"], name
 
 
+async def test_unknown_tool_has_the_error_shape(mcp_server_factory, sqlite_url: str, clock):
+    server = mcp_server_factory(sqlite_url, clock=clock)
+    async with mcp_client(server.external_url) as c:
+        for name in ("ask_user_question_kandev", "no_such_tool"):
+            assert tool_error(await c.call_tool(name, {})) == {
+                "code": "NOT_FOUND",
+                "message": f"unknown tool: {name}",
+            }
+
+
 @pytest.mark.parametrize(
     ("raised", "code", "message"),
     [
@@ -278,7 +307,9 @@ async def test_missing_rows_are_not_found(mcp_server_factory, database_url: str,
         (RuntimeError("secret internals"), "INTERNAL_ERROR", "internal error"),
     ],
 )
-async def test_error_mapping(mcp_server_factory, sqlite_url, clock, monkeypatch, raised, code, message):
+async def test_error_mapping(
+    mcp_server_factory, sqlite_url, clock, monkeypatch, raised, code, message
+):
     server = mcp_server_factory(sqlite_url, clock=clock)
 
     async def boom():

@@ -329,6 +329,7 @@ class AcpAgentHandle:
         except _ProcessEnded:
             if self._stopping:
                 raise AgentFailed("agent was stopped") from None
+            await self._drain_updates()  # what it said before dying lands before the failure
             raise AgentFailed(self._death_reason()) from None
         except RequestError as exc:
             raise AgentFailed(f"agent failed the prompt: {_error_text(exc)}") from None
@@ -498,6 +499,10 @@ class AcpAgentHandle:
         if reduced is not None:
             self._updates.put_nowait(reduced)
 
+    async def _drain_updates(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._updates.join(), timeout=EXIT_DRAIN_SECONDS * 5)
+
     async def _deliver_updates(self) -> None:
         while True:
             update = await self._updates.get()
@@ -567,9 +572,7 @@ class AcpAgentHandle:
         if not unexpected or self._exit_reported:
             return
         self._exit_reported = True
-        # Updates the agent sent before dying are delivered before the exit.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._updates.join(), timeout=EXIT_DRAIN_SECONDS * 5)
+        await self._drain_updates()  # what it said before dying lands before the exit
         try:
             await self._events.on_agent_exit(self._launch.session_id, self._exit_reason)
         except Exception:
@@ -595,6 +598,10 @@ class AcpAgentHandle:
             await asyncio.wait_for(self._exited.wait(), timeout=EXIT_DRAIN_SECONDS * 2)
         with contextlib.suppress(Exception):
             await self._conn.close()
+        # Let an update being stored finish rather than cancel it half-way (bounded: stop()
+        # may be called from inside on_agent_update).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._updates.join(), timeout=EXIT_DRAIN_SECONDS)
         tasks = (self._deliver_task, self._stderr_task, self._stdout_task)
         for task in tasks:
             task.cancel()

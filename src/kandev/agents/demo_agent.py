@@ -227,9 +227,8 @@ class DemoAgent:
         self, session_id: str, session: _Session, server: HttpMcpServer, text: str
     ) -> None:
         import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
         from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
 
         headers = {h.name: h.value for h in server.headers}
         list_id = session.next_tool_call_id("list-tools")

@@ -29,6 +29,9 @@ PUBLIC_ROUTES = frozenset(
     }
 )
 _SLASHES = re.compile(r"/{2,}")
+# The MCP endpoints authenticate their own callers (PAT or agent token) in kandev.mcp.auth;
+# resolving credentials here too would cost a second token lookup per call.
+SELF_AUTHENTICATING_PREFIXES = ("/mcp", "/agent/mcp")
 
 
 def is_protected(method: str, path: str) -> bool:
@@ -38,6 +41,11 @@ def is_protected(method: str, path: str) -> bool:
     if (method.upper(), path) in PUBLIC_ROUTES:
         return False
     return path == "/api" or path.startswith("/api/")
+
+
+def _self_authenticating(path: str) -> bool:
+    path = _SLASHES.sub("/", path)
+    return any(path == p or path.startswith(p + "/") for p in SELF_AUTHENTICATING_PREFIXES)
 
 
 def unauthorized_response() -> JSONResponse:
@@ -54,7 +62,7 @@ class AuthMiddleware:
         self.auth = auth_service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket") or _self_authenticating(scope["path"]):
             await self.app(scope, receive, send)
             return
         if self.auth.mode == "disabled":

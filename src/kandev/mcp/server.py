@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ConfigDict
 
 from kandev import __version__
@@ -38,6 +39,23 @@ class _RawArguments(ArgModelBase):
 
     def model_dump_one_level(self) -> dict[str, Any]:
         return {"arguments": dict(self.model_extra or {})}
+
+
+class KandevMCPServer(MCPServer):
+    """MCPServer whose every tool failure has the CONTRACT §5 shape, including the ones the
+    SDK raises itself (an unknown tool name)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            return error_result(exc.__cause__ or exc, name)
+        except ToolError:
+            if all(tool.name != name for tool in await self.list_tools()):
+                return tool_error("NOT_FOUND", f"unknown tool: {name}")
+            raise
 
 
 def _request_scope(ctx: Context[Any, Any]) -> dict[str, Any] | None:
@@ -82,7 +100,7 @@ def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
 def build_mcp_server(services: Services, surface: SurfaceName) -> MCPServer:
     if surface not in SERVER_NAMES:
         raise ValueError(f"unknown MCP surface {surface!r}")
-    return MCPServer(
+    return KandevMCPServer(
         SERVER_NAMES[surface],
         version=__version__,
         tools=[_sdk_tool(spec, services) for spec in tools_for(surface)],
