@@ -169,3 +169,19 @@ async def test_restart_then_prompt_relaunches_the_agent(live_server_factory, sql
         # The relaunched agent reattached to the same ACP session with session/load.
         assert reopened["opened_with"] == "load"
         assert reopened["session_id"] == opened["session_id"]
+
+
+async def test_the_agent_reaches_kandev_over_its_own_mcp_endpoint(
+    live_server_factory, database_url: str
+) -> None:
+    server = live_server_factory(database_url)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        task = await make_task(client)
+        profile = await scripted_profile(client)
+        async with sse_stream(client, params={"task_id": task["id"]}) as events:
+            session = await _start(client, task, profile, "mcp")
+            await events.wait_for(of_type("session.turn.completed"))
+        reply = (await messages(client, session["id"]))[-1]["content"]
+        # The agent called list_workspaces_kandev with the token Kandev gave it.
+        listed = json.loads(reply)
+        assert [w["id"] for w in listed["workspaces"]] == [task["workspace_id"]]
