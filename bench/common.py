@@ -1,0 +1,105 @@
+"""Shared pieces for benchmarks: a Kandev server subprocess, RSS readings, percentiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of one process, in KiB (0 if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return 0
+
+
+def child_pids(parent: int) -> list[int]:
+    """Direct children of `parent` (agents run in their own process group, same parent)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent:
+            found.append(int(entry.name))
+    return found
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary_ms(values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return (
+        f"p50 {percentile(ms, 50):7.2f} ms  p95 {percentile(ms, 95):7.2f} ms  "
+        f"mean {statistics.fmean(ms):7.2f} ms  (n={len(ms)})"
+    )
+
+
+@contextmanager
+def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`kandev serve` on a free loopback port; yields (base URL, process)."""
+    port = free_port()
+    env = {**os.environ, "KANDEV_HOME": str(data_dir)}
+    env.pop("KANDEV_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kandev", "serve", "--port", str(port), *extra],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("kandev serve did not start")
+        time.sleep(0.05)
+    try:
+        yield url, proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def print_json_line(name: str, **figures: object) -> None:
+    """A machine-readable line after the human table (for collecting results)."""
+    print(f"RESULT {name} {json.dumps(figures, sort_keys=True)}")
