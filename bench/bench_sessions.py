@@ -62,7 +62,7 @@ async def bare_sdk(sessions: int, rounds: int) -> dict[str, Any]:
         concurrent: list[float] = []
         for _ in range(rounds):
             concurrent += await asyncio.gather(*(one(c, s) for c, s, _ in conns))
-        conn, sid, pid = conns[0]
+        conn, sid, _ = conns[0]
         alone = [await one(conn, sid) for _ in range(50)]
         agent_rss = statistics.fmean(rss_kib(p) for _, _, p in conns)
     return {"concurrent": concurrent, "alone": alone, "agent_rss_kib": agent_rss}

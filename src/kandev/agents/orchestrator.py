@@ -45,6 +45,9 @@ class LiveSession:
     text_message: Message | None = None  # the open run of agent text / thought chunks
     keyed_messages: dict[str, Message] = field(default_factory=dict)  # tool calls, plan
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Read once per turn so streamed updates cost one write each, no lookups.
+    session: Session | None = None
+    owner_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,14 +162,16 @@ class Orchestrator:
                 queued_id = await self.recorder.enqueue_prompt(session, text, author_id)
                 return PromptResult(session.id, None, True, queued_id)
             turn = await self.recorder.begin_turn(session, text, author_id)
-            self._begin_live_turn(live, turn.id)
+            await self._begin_live_turn(live, session, turn.id)
         self._spawn(self._run_turn(session.id, turn.id, text))
         return PromptResult(session.id, turn.id, False)
 
-    def _begin_live_turn(self, live: LiveSession, turn_id: str) -> None:
+    async def _begin_live_turn(self, live: LiveSession, session: Session, turn_id: str) -> None:
         live.turn_id = turn_id
         live.text_message = None
         live.keyed_messages.clear()
+        live.session = session
+        live.owner_id = await self.recorder.owner_of(session.task_id)
 
     async def _run_turn(self, session_id: str, turn_id: str, text: str) -> None:
         live = self.live(session_id)
@@ -204,7 +209,7 @@ class Orchestrator:
             if session is None or session.is_terminal:
                 return
             turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
-            self._begin_live_turn(live, turn.id)
+            await self._begin_live_turn(live, session, turn.id)
         self._spawn(self._run_turn(session_id, turn.id, queued["content"]))
 
     async def cancel_turn(self, session_id: str) -> bool:
@@ -257,12 +262,9 @@ class Orchestrator:
 
     async def on_agent_update(self, session_id: str, update: AgentUpdate) -> None:
         live = self._live.get(session_id)
-        if live is None or live.turn_id is None:
+        if live is None or live.turn_id is None or live.session is None:
             return  # e.g. history replayed by session/load: already stored
-        async with self.db.read() as conn:
-            session = await sessions_repo.get_session(conn, session_id)
-        if session is None:
-            return
+        session = live.session
         message_type = MESSAGE_TYPE_BY_UPDATE[update.kind]
         if update.kind in ("agent_text", "agent_thought"):
             await self._append_text(live, session, message_type, update.content)
@@ -273,13 +275,19 @@ class Orchestrator:
         existing = live.keyed_messages.get(key)
         if existing is None:
             live.keyed_messages[key] = await self.recorder.add_message(
-                session, live.turn_id, type=message_type, content=update.content, metadata=metadata
+                session,
+                live.turn_id,
+                type=message_type,
+                content=update.content,
+                metadata=metadata,
+                owner_id=live.owner_id,
             )
         else:
             live.keyed_messages[key] = await self.recorder.update_message(
                 existing,
                 content=update.content or existing.content,
                 metadata={**existing.metadata, **metadata},
+                owner_id=live.owner_id,
             )
 
     async def _append_text(
@@ -288,10 +296,18 @@ class Orchestrator:
         current = live.text_message
         if current is not None and current.type == message_type:
             live.text_message = await self.recorder.update_message(
-                current, content=current.content + chunk, metadata=current.metadata
+                current,
+                content=current.content + chunk,
+                metadata=current.metadata,
+                owner_id=live.owner_id,
             )
         else:
             assert live.turn_id is not None
             live.text_message = await self.recorder.add_message(
-                session, live.turn_id, type=message_type, content=chunk, metadata={}
+                session,
+                live.turn_id,
+                type=message_type,
+                content=chunk,
+                metadata={},
+                owner_id=live.owner_id,
             )

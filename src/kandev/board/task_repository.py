@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -50,6 +51,16 @@ async def shift_positions_from(
 
 async def update_task(conn: AsyncConnection, task_id: str, values: dict[str, Any]) -> None:
     await conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
+
+
+async def change_task_state(conn: AsyncConnection, task_id: str, state: str, now: datetime) -> bool:
+    """Set the task's state; False when it already had it (nothing written)."""
+    result = await conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id, tasks.c.state != state)
+        .values(state=state, updated_at=now)
+    )
+    return result.rowcount > 0
 
 
 async def delete_task(conn: AsyncConnection, task_id: str) -> None:

@@ -58,7 +58,12 @@ class SessionRecorder:
         return session.to_json(current_turn_id=await current_turn_id(conn, session.id))
 
     async def _state_event(
-        self, conn: AsyncConnection, events: PendingEvents, session_id: str, previous: str
+        self,
+        conn: AsyncConnection,
+        events: PendingEvents,
+        session_id: str,
+        previous: str,
+        owner_id: str | None = None,
     ) -> Session:
         session = await sessions_repo.get_session(conn, session_id)
         assert session is not None
@@ -74,7 +79,9 @@ class SessionRecorder:
             },
             task_id=session.task_id,
             session_id=session.id,
-            owner_id=await task_owner_id(conn, session.task_id),
+            owner_id=owner_id
+            if owner_id is not None
+            else await task_owner_id(conn, session.task_id),
         )
         return session
 
@@ -91,6 +98,10 @@ class SessionRecorder:
             await sessions_repo.set_state_unless_terminal(conn, session_id, state, self.clock.now())
             await self._state_event(conn, events, session_id, session.state)
             return True
+
+    async def owner_of(self, task_id: str) -> str:
+        async with self.db.read() as conn:
+            return await task_owner_id(conn, task_id)
 
     async def save_acp_session_id(self, session_id: str, acp_session_id: str) -> None:
         async with self.db.write() as conn:
@@ -159,7 +170,7 @@ class SessionRecorder:
             current = await sessions_repo.get_session(conn, session.id)
             if current is not None and current.state != RUNNING and not current.is_terminal:
                 await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
-                await self._state_event(conn, events, session.id, current.state)
+                await self._state_event(conn, events, session.id, current.state, owner_id)
             await self._set_task_state(conn, events, session.task_id, TASK_IN_PROGRESS, owner_id)
             return turn
 
@@ -185,18 +196,14 @@ class SessionRecorder:
                 )
             if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING):
                 await sessions_repo.set_state_unless_terminal(conn, session_id, IDLE, now)
-                await self._state_event(conn, events, session_id, session.state)
+                await self._state_event(conn, events, session_id, session.state, owner_id)
                 await self._set_task_state(conn, events, session.task_id, TASK_REVIEW, owner_id)
 
     async def _set_task_state(
         self, conn: AsyncConnection, events: PendingEvents, task_id: str, state: str, owner_id: str
     ) -> None:
-        task = await task_repository.get_task(conn, task_id)
-        if task is None or task.state == state:
-            return
-        await task_repository.update_task(
-            conn, task_id, {"state": state, "updated_at": self.clock.now()}
-        )
+        if not await task_repository.change_task_state(conn, task_id, state, self.clock.now()):
+            return  # already in that state (or gone): nothing to announce
         updated = await task_repository.get_task(conn, task_id)
         assert updated is not None
         events.add("task.updated", {"task": updated.to_json()}, task_id=task_id, owner_id=owner_id)
@@ -212,6 +219,7 @@ class SessionRecorder:
         content: str,
         metadata: dict[str, Any],
         author_type: str = "agent",
+        owner_id: str | None = None,
     ) -> Message:
         async with self._write() as (conn, events):
             message = await messages_repo.insert_message(
@@ -228,17 +236,24 @@ class SessionRecorder:
                     "created_at": self.clock.now(),
                 },
             )
+            if owner_id is None:
+                owner_id = await task_owner_id(conn, session.task_id)
             events.add(
                 "session.message.added",
                 {"message": message.to_json()},
                 task_id=session.task_id,
                 session_id=session.id,
-                owner_id=await task_owner_id(conn, session.task_id),
+                owner_id=owner_id,
             )
             return message
 
     async def update_message(
-        self, message: Message, *, content: str, metadata: dict[str, Any]
+        self,
+        message: Message,
+        *,
+        content: str,
+        metadata: dict[str, Any],
+        owner_id: str | None = None,
     ) -> Message:
         now = self.clock.now()
         async with self._write() as (conn, events):
@@ -248,12 +263,14 @@ class SessionRecorder:
             updated = Message(
                 **{**message.__dict__, "content": content, "metadata": metadata, "updated_at": now}
             )
+            if owner_id is None:
+                owner_id = await task_owner_id(conn, message.task_id)
             events.add(
                 "session.message.updated",
                 {"message": updated.to_json()},
                 task_id=message.task_id,
                 session_id=message.session_id,
-                owner_id=await task_owner_id(conn, message.task_id),
+                owner_id=owner_id,
             )
             return updated
 
