@@ -72,11 +72,14 @@ def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess
     port = free_port()
     env = {**os.environ, "KANDEV_HOME": str(data_dir)}
     env.pop("KANDEV_DATABASE_URL", None)
+    log_path = data_dir / "server.log"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_path.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kandev", "serve", "--port", str(port), *extra],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -92,12 +95,17 @@ def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess
         time.sleep(0.05)
     try:
         yield url, proc
+    except BaseException:
+        tail = log_path.read_text(errors="replace").splitlines()[-30:]
+        print("server log (last lines):", *tail, sep="\n  ", file=sys.stderr)
+        raise
     finally:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log_file.close()
 
 
 def print_json_line(name: str, **figures: object) -> None:

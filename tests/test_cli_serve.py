@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,38 +11,18 @@ from typer.testing import CliRunner
 
 from kandev.cli import app
 from tests.conftest import free_port, missing
-
-
-def _wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> httpx.Response:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}")
-        try:
-            return httpx.get(f"{url}/health", timeout=1.0)
-        except httpx.TransportError:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.05)  # a bounded poll that wakes early if the process dies
-    raise AssertionError("server did not answer /health in time")
+from tests.server_process import start_serve, wait_for_health
 
 
 def _serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "KANDEV_HOME": str(tmp_path / "home")}
-    env.pop("KANDEV_DATABASE_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kandev", "serve", "--port", str(port), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    return proc, f"http://127.0.0.1:{port}"
+    return start_serve(tmp_path / "home", port, *args), f"http://127.0.0.1:{port}"
 
 
 def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
     proc, url = _serve(tmp_path)
     try:
-        r = _wait_for_health(url, proc)
+        r = wait_for_health(url, proc)
         assert (r.status_code, r.json()) == (200, {"status": "ok"})
         assert (tmp_path / "home" / "kandev.db").exists()
         me = httpx.get(f"{url}/api/v1/auth/me").json()
@@ -89,7 +65,7 @@ def test_serve_on_postgresql_migrates_and_serves(tmp_path: Path, pg_server) -> N
     asyncio.run(create())
     proc, url = _serve(tmp_path, "--database-url", pg_server.url_for("kandev_cli_serve"))
     try:
-        assert _wait_for_health(url, proc).status_code == 200
+        assert wait_for_health(url, proc).status_code == 200
         r = httpx.post(f"{url}/api/v1/workspaces", json={"name": "on postgres"})
         assert r.status_code == 201
         assert httpx.get(f"{url}/api/v1/workspaces").json()["total"] == 1

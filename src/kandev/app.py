@@ -11,6 +11,7 @@ from kandev import __version__
 from kandev.api import (
     agent_profiles,
     auth,
+    clarification,
     events,
     health,
     sessions,
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         agent_profiles,
         sessions,
         events,
+        clarification,
     ):
         app.include_router(module.router)
     mount_mcp(app, services)  # /mcp (people, bots) and /agent/mcp (session agents)

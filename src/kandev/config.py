@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     session_ttl_hours: int = 720
     login_attempts: int = 10
     login_window_seconds: int = 300
+    # Seconds between MCP progress notifications while an agent waits for an answer.
+    clarification_progress_seconds: float = 20.0
     # How agents started by this server reach it (agent MCP endpoint); derived when empty.
     public_url: str = ""
 

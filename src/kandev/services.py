@@ -13,6 +13,9 @@ from kandev.board.agent_profiles import AgentProfileService
 from kandev.board.tasks import TaskService
 from kandev.board.workflows import WorkflowService
 from kandev.board.workspaces import WorkspaceService
+from kandev.clarification.recovery import recover_on_startup
+from kandev.clarification.service import ClarificationService
+from kandev.clarification.store import ClarificationStore
 from kandev.clock import Clock, SystemClock
 from kandev.config import Settings
 from kandev.db.engine import Database
@@ -39,6 +42,7 @@ class Services:
     agent_tokens: AgentTokenService
     orchestrator: Orchestrator
     sessions: SessionService
+    clarifications: ClarificationService
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
@@ -46,8 +50,13 @@ class Services:
         await self.auth.ensure_default_user()
         await self.auth.refresh_mode()
         await self.agent_profiles.ensure_builtin_profiles()
-        # Agent processes died with the previous server; their sessions wait for a prompt.
-        await self.orchestrator.recorder.settle_after_restart()
+        # Claimed-but-undelivered answers and half-made resume turns are put right before
+        # anything else runs; an inconsistency stops the start (RecoveryError).
+        await recover_on_startup(self.db, self.clock.now())
+        # Agent processes died with the previous server; their sessions wait for a prompt,
+        # or for the answer to a question that is still open.
+        for session_id in await self.orchestrator.recorder.settle_after_restart():
+            await self.clarifications.settle_after_restart(session_id)
 
     async def close(self) -> None:
         await self.orchestrator.shutdown()
@@ -74,6 +83,17 @@ def build_services(
     agent_tokens = AgentTokenService(db, clock, id_factory, auth_enabled=settings.auth)
     recorder = SessionRecorder(db, clock, id_factory, bus)
     orchestrator = Orchestrator(db, recorder, runtime, agent_tokens, settings)
+    clarifications = ClarificationService(
+        db,
+        clock,
+        id_factory,
+        access,
+        ClarificationStore(),
+        recorder,
+        progress_seconds=settings.clarification_progress_seconds,
+    )
+    clarifications.orchestrator = orchestrator
+    orchestrator.clarifications = clarifications
     return Services(
         settings=settings,
         db=db,
@@ -89,4 +109,5 @@ def build_services(
         agent_tokens=agent_tokens,
         orchestrator=orchestrator,
         sessions=SessionService(db, clock, id_factory, access, orchestrator, agent_tokens, bus),
+        clarifications=clarifications,
     )

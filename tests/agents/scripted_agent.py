@@ -57,6 +57,26 @@ from acp.schema import (
 )
 
 CRASH_STDERR_LINE = "scripted agent: crashing on purpose"
+RESUME_MARKER = "[kandev:resume]"
+# What the "ask" modes ask: two questions, the first with three options.
+ASK_QUESTIONS = [
+    {
+        "id": "lang",
+        "prompt": "Which languages should the fix cover?",
+        "options": [
+            {"option_id": "py", "label": "Python", "description": "the backend"},
+            {"option_id": "js", "label": "JavaScript", "description": "the web UI"},
+            {"option_id": "go", "label": "Go", "description": "the old CLI"},
+        ],
+    },
+    {
+        "prompt": "Ship it today?",
+        "options": [
+            {"label": "Yes", "description": "merge now"},
+            {"label": "No", "description": "wait for review"},
+        ],
+    },
+]
 # A child that holds a FIFO open for writing until it dies (the test waits for EOF).
 CHILD = (
     "import sys, time\n"
@@ -121,7 +141,11 @@ class ScriptedAgent:
         text = "".join(b.text for b in prompt if isinstance(b, TextContentBlock)).strip()
         command, _, rest = text.partition(" ")
 
-        if command == "echo":
+        if text.startswith(RESUME_MARKER):
+            await self._say(session_id, "resumed with: " + text)
+        elif command in ("ask", "ask-abandon"):
+            await self._say(session_id, await self._ask(session, abandon=command == "ask-abandon"))
+        elif command == "echo":
             for i in range(0, len(rest), 4):
                 await self._say(session_id, rest[i : i + 4])
         elif command == "slow":
@@ -234,6 +258,44 @@ class ScriptedAgent:
                 result = await client.call_tool("list_workspaces_kandev", {})
         except Exception as exc:
             return f"mcp error: {exc!r}"
+        return "".join(getattr(block, "text", "") for block in result.content)
+
+    async def _ask(self, session: _Session, *, abandon: bool) -> str:
+        """Call ask_user_question_kandev. `abandon`: give up at the first progress
+        notification (the question exists by then) and end the turn."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        server = next(s for s in session.mcp_servers if getattr(s, "name", "") == "kandev")
+        headers = {h.name: h.value for h in server.headers}
+        args = {"questions": ASK_QUESTIONS, "context": "scripted agent asking"}
+        progressed = asyncio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            progressed.set()
+
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=None)) as http,
+            Client(streamable_http_client(server.url, http_client=http)) as client,
+        ):
+            call = asyncio.ensure_future(
+                client.call_tool(
+                    "ask_user_question_kandev",
+                    args,
+                    progress_callback=on_progress,
+                    read_timeout_seconds=3600,
+                )
+            )
+            if abandon:
+                waiter = asyncio.ensure_future(progressed.wait())
+                await asyncio.wait({call, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if not call.done():
+                    call.cancel()
+                    waiter.cancel()
+                    return "gave up waiting"
+                waiter.cancel()
+            result = await call
         return "".join(getattr(block, "text", "") for block in result.content)
 
 

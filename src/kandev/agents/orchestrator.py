@@ -74,6 +74,7 @@ class Orchestrator:
         self.settings = settings
         self._live: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self.clarifications: Any = None  # ClarificationService, set by the container
 
     def live(self, session_id: str) -> LiveSession:
         return self._live.setdefault(session_id, LiveSession())
@@ -156,11 +157,13 @@ class Orchestrator:
         async with live.lock:
             if session.agent_profile_id is None:
                 # Bring-your-own agent: the prompt is recorded; the agent reads it over MCP.
+                self._supersede(session.id)
                 turn = await self.recorder.begin_turn(session, text, author_id)
                 return PromptResult(session.id, turn.id, False)
             if live.launching or live.turn_id is not None:
                 queued_id = await self.recorder.enqueue_prompt(session, text, author_id)
                 return PromptResult(session.id, None, True, queued_id)
+            self._supersede(session.id)
             turn = await self.recorder.begin_turn(session, text, author_id)
             await self._begin_live_turn(live, session, turn.id)
         self._spawn(self._run_turn(session.id, turn.id, text))
@@ -192,7 +195,13 @@ class Orchestrator:
         async with live.lock:
             live.turn_id = None
             live.text_message = None
-            await self.recorder.finish_turn(session_id, turn_id, stop_reason)
+            # The turn is over: open questions stay answerable (detached); while one is open
+            # the session waits for input and turn-complete automation does not run.
+            waiting = False
+            if self.clarifications is not None:
+                await self.clarifications.detach_session(session_id)
+                waiting = await self.clarifications.blocks_turn_complete(session_id)
+            await self.recorder.finish_turn(session_id, turn_id, stop_reason, waiting=waiting)
         await self._dispatch_next(session_id)
 
     async def _dispatch_next(self, session_id: str) -> None:
@@ -208,9 +217,77 @@ class Orchestrator:
                 session = await sessions_repo.get_session(conn, session_id)
             if session is None or session.is_terminal:
                 return
+            self._supersede(session_id)
             turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
             await self._begin_live_turn(live, session, turn.id)
         self._spawn(self._run_turn(session_id, turn.id, queued["content"]))
+
+    def _supersede(self, session_id: str) -> None:
+        if self.clarifications is not None:
+            self.clarifications.supersede_waiters(session_id)
+
+    async def cancel_turn_silently(self, session_id: str) -> None:
+        """The agent gave up waiting for an answer: end its turn (the question stays open)."""
+        await self.cancel_turn(session_id)
+
+    async def resume_detached(
+        self,
+        *,
+        session_id: str,
+        pending_id: str,
+        clarification_turn_id: str | None,
+        message_ids: list[str],
+        prompt: str,
+    ) -> None:
+        """Hand a late answer to the agent as a new turn; returns once it was dispatched.
+
+        A reservation turn is written first (not authoritative while empty and unattempted,
+        so the question's own turn stays current and a failure can restore the bundle), then
+        marked attempted right before the prompt goes to the agent: from that point the answer
+        is never restored or dispatched twice. Raises DispatchRejected when nothing was sent.
+        """
+        from kandev.clarification import repository as clarifications_repo
+        from kandev.clarification.service import DispatchRejected
+
+        live = self.live(session_id)
+        async with live.lock:
+            async with self.db.read() as conn:
+                session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.is_terminal:
+                raise DispatchRejected("the session has ended")
+            if session.agent_profile_id is None:
+                raise DispatchRejected("the session has no managed agent to resume")
+            if live.launching or live.turn_id is not None:
+                raise DispatchRejected("the agent is busy with another turn")
+            turn_id = self.recorder.new_id()
+            async with self.db.write() as conn:
+                await clarifications_repo.reserve_resume_turn(
+                    conn,
+                    self.db,
+                    turn_id=turn_id,
+                    session_id=session_id,
+                    task_id=session.task_id,
+                    pending_id=pending_id,
+                    clarification_turn_id=clarification_turn_id or "",
+                    message_ids=message_ids,
+                    now=self.recorder.clock.now(),
+                )
+            live.stopping = False
+            try:
+                await self._ensure_agent(session_id)
+            except AgentFailed as exc:
+                async with self.db.write() as conn:
+                    await clarifications_repo.delete_reservation(conn, turn_id)
+                raise DispatchRejected(f"the agent could not be started: {exc}") from exc
+            async with self.db.write() as conn:
+                await clarifications_repo.mark_dispatch_attempted(
+                    conn, turn_id, self.recorder.clock.now()
+                )
+            await self.recorder.start_reserved_turn(
+                session, turn_id, prompt, clarifications_repo.publish_reservation
+            )
+            await self._begin_live_turn(live, session, turn_id)
+        self._spawn(self._run_turn(session_id, turn_id, prompt))
 
     async def cancel_turn(self, session_id: str) -> bool:
         live = self._live.get(session_id)
@@ -229,7 +306,12 @@ class Orchestrator:
         await self.recorder.end_session(
             session_id, state, revoke=self.agent_tokens.revoke_for_session
         )
+        await self._expire_questions(session_id)
         self._live.pop(session_id, None)
+
+    async def _expire_questions(self, session_id: str) -> None:
+        if self.clarifications is not None:
+            await self.clarifications.expire_session(session_id)
 
     async def _fail(self, session_id: str, reason: str) -> None:
         live = self.live(session_id)
@@ -239,6 +321,7 @@ class Orchestrator:
         await self.recorder.end_session(
             session_id, FAILED, reason, revoke=self.agent_tokens.revoke_for_session
         )
+        await self._expire_questions(session_id)
         self._live.pop(session_id, None)
 
     async def shutdown(self) -> None:

@@ -13,7 +13,7 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 
 @router.post("", status_code=201)
 async def create_task(body: TaskCreate, services: Services = Depends(get_services)) -> Any:
-    return (await services.tasks.create_task(body)).to_json()
+    return await services.tasks.present_one(await services.tasks.create_task(body))
 
 
 @router.get("")
@@ -25,12 +25,12 @@ async def list_tasks(
     items, total = await services.tasks.list_tasks(
         workflow_id=workflow_id, workspace_id=workspace_id
     )
-    return {"tasks": [t.to_json() for t in items], "total": total}
+    return {"tasks": await services.tasks.present(items), "total": total}
 
 
 @router.get("/{task_id}")
 async def get_task(task_id: str, services: Services = Depends(get_services)) -> Any:
-    return (await services.tasks.get_task(task_id)).to_json()
+    return await services.tasks.present_one(await services.tasks.get_task(task_id))
 
 
 @router.delete("/{task_id}", status_code=204)
@@ -44,4 +44,4 @@ async def move_task(
     task_id: str, body: TaskMove, services: Services = Depends(get_services)
 ) -> dict[str, Any]:
     task, step = await services.tasks.move_task(task_id, body)
-    return {"task": task.to_json(), "workflow_step": step.to_json()}
+    return {"task": await services.tasks.present_one(task), "workflow_step": step.to_json()}

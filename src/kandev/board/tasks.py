@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kandev.auth.access import AccessRules
 from kandev.board import task_repository
 from kandev.board.inputs import TaskCreate, TaskMove
@@ -59,6 +61,16 @@ class TaskService:
                     "updated_at": now,
                 },
             )
+
+    async def present(self, tasks: list[Task]) -> list[dict[str, Any]]:
+        """Public JSON of tasks, with their pending actions (one batch query)."""
+        from kandev.sessions.pending import tasks_json
+
+        async with self.db.read() as conn:
+            return await tasks_json(conn, tasks)
+
+    async def present_one(self, task: Task) -> dict[str, Any]:
+        return (await self.present([task]))[0]
 
     async def get_task(self, task_id: str) -> Task:
         async with self.db.read() as conn:

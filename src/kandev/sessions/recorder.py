@@ -32,7 +32,7 @@ from kandev.sessions.models import (
     Session,
     Turn,
 )
-from kandev.sessions.turns import current_turn_id, lock_session_turns
+from kandev.sessions.turns import lock_session_turns
 
 TASK_IN_PROGRESS = "IN_PROGRESS"
 TASK_REVIEW = "REVIEW"
@@ -55,7 +55,9 @@ class SessionRecorder:
     # --- sessions -----------------------------------------------------------------------
 
     async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
-        return session.to_json(current_turn_id=await current_turn_id(conn, session.id))
+        from kandev.sessions.pending import sessions_json
+
+        return (await sessions_json(conn, [session]))[0]
 
     async def _state_event(
         self,
@@ -142,39 +144,67 @@ class SessionRecorder:
         now = self.clock.now()
         async with self._write() as (conn, events):
             await lock_session_turns(conn, self.db, [session.id])
-            owner_id = await task_owner_id(conn, session.task_id)
             turn = await turns_repo.insert_turn(
                 conn, id=self.new_id(), session_id=session.id, task_id=session.task_id, now=now
             )
-            message = await messages_repo.insert_message(
-                conn,
-                {
-                    "id": self.new_id(),
-                    "session_id": session.id,
-                    "task_id": session.task_id,
-                    "turn_id": turn.id,
-                    "author_type": "user",
-                    "author_id": author_id,
-                    "type": "message",
-                    "content": text,
-                    "created_at": now,
-                },
-            )
-            scope = {"task_id": session.task_id, "session_id": session.id, "owner_id": owner_id}
-            events.add(
-                "session.turn.started",
-                {"session_id": session.id, "task_id": session.task_id, "turn_id": turn.id},
-                **scope,
-            )
-            events.add("session.message.added", {"message": message.to_json()}, **scope)
-            current = await sessions_repo.get_session(conn, session.id)
-            if current is not None and current.state != RUNNING and not current.is_terminal:
-                await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
-                await self._state_event(conn, events, session.id, current.state, owner_id)
-            await self._set_task_state(conn, events, session.task_id, TASK_IN_PROGRESS, owner_id)
+            await self._open_turn(conn, events, session, turn.id, text, author_id, {})
             return turn
 
-    async def finish_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+    async def start_reserved_turn(
+        self, session: Session, turn_id: str, text: str, publish_reservation: Any
+    ) -> None:
+        """Open a reserved (resume) turn: its prompt message, RUNNING, reservation cleared."""
+        async with self._write() as (conn, events):
+            await publish_reservation(conn, turn_id, self.clock.now())
+            await self._open_turn(
+                conn, events, session, turn_id, text, "", {"clarification_resume": True}
+            )
+
+    async def _open_turn(
+        self,
+        conn: AsyncConnection,
+        events: PendingEvents,
+        session: Session,
+        turn_id: str,
+        text: str,
+        author_id: str,
+        metadata: dict[str, Any],
+    ) -> None:
+        """The prompt message of a turn, its events, session RUNNING and task IN_PROGRESS."""
+        now = self.clock.now()
+        owner_id = await task_owner_id(conn, session.task_id)
+        message = await messages_repo.insert_message(
+            conn,
+            {
+                "id": self.new_id(),
+                "session_id": session.id,
+                "task_id": session.task_id,
+                "turn_id": turn_id,
+                "author_type": "user",
+                "author_id": author_id,
+                "type": "message",
+                "content": text,
+                "metadata": metadata,
+                "created_at": now,
+            },
+        )
+        scope = {"task_id": session.task_id, "session_id": session.id, "owner_id": owner_id}
+        events.add(
+            "session.turn.started",
+            {"session_id": session.id, "task_id": session.task_id, "turn_id": turn_id},
+            **scope,
+        )
+        events.add("session.message.added", {"message": message.to_json()}, **scope)
+        current = await sessions_repo.get_session(conn, session.id)
+        if current is not None and current.state != RUNNING and not current.is_terminal:
+            await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
+            await self._state_event(conn, events, session.id, current.state, owner_id)
+        await self._set_task_state(conn, events, session.task_id, TASK_IN_PROGRESS, owner_id)
+
+    async def finish_turn(
+        self, session_id: str, turn_id: str, stop_reason: str, *, waiting: bool = False
+    ) -> None:
+        """End a turn: IDLE (task REVIEW), or WAITING_FOR_INPUT while a question is open."""
         now = self.clock.now()
         async with self._write() as (conn, events):
             session = await sessions_repo.get_session(conn, session_id)
@@ -194,9 +224,13 @@ class SessionRecorder:
                     session_id=session_id,
                     owner_id=owner_id,
                 )
-            if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING):
-                await sessions_repo.set_state_unless_terminal(conn, session_id, IDLE, now)
+            next_state = WAITING_FOR_INPUT if waiting else IDLE
+            if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING) and (
+                session.state != next_state
+            ):
+                await sessions_repo.set_state_unless_terminal(conn, session_id, next_state, now)
                 await self._state_event(conn, events, session_id, session.state, owner_id)
+            if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING):
                 await self._set_task_state(conn, events, session.task_id, TASK_REVIEW, owner_id)
 
     async def _set_task_state(
@@ -204,9 +238,12 @@ class SessionRecorder:
     ) -> None:
         if not await task_repository.change_task_state(conn, task_id, state, self.clock.now()):
             return  # already in that state (or gone): nothing to announce
+        from kandev.sessions.pending import tasks_json
+
         updated = await task_repository.get_task(conn, task_id)
         assert updated is not None
-        events.add("task.updated", {"task": updated.to_json()}, task_id=task_id, owner_id=owner_id)
+        payload = (await tasks_json(conn, [updated]))[0]
+        events.add("task.updated", {"task": payload}, task_id=task_id, owner_id=owner_id)
 
     # --- messages -----------------------------------------------------------------------
 
@@ -273,6 +310,54 @@ class SessionRecorder:
                 owner_id=owner_id,
             )
             return updated
+
+    async def publish_messages(self, messages: list[Message], *, added: bool = False) -> None:
+        """Announce rows changed by a clarification transition, with each session's
+        recomputed pending_action so clients converge on it."""
+        if not messages:
+            return
+        from kandev.clarification.repository import pending_actions_for_sessions
+
+        session_ids = sorted({m.session_id for m in messages})
+        async with self.db.read() as conn:
+            actions = await pending_actions_for_sessions(conn, session_ids)
+            owners = {
+                task_id: await task_owner_id(conn, task_id)
+                for task_id in {m.task_id for m in messages}
+            }
+        kind = "session.message.added" if added else "session.message.updated"
+        for message in messages:
+            self.bus.publish(
+                kind,
+                {
+                    "message": message.to_json(),
+                    "pending_action": actions.get(message.session_id),
+                },
+                task_id=message.task_id,
+                session_id=message.session_id,
+                owner_id=owners.get(message.task_id, ""),
+            )
+
+    async def mark_waiting(self, session_id: str) -> None:
+        """An agent asked a question: session WAITING_FOR_INPUT, task REVIEW."""
+        await self._move(session_id, WAITING_FOR_INPUT, (STARTING, RUNNING), TASK_REVIEW)
+
+    async def mark_answered_live(self, session_id: str) -> None:
+        """The blocked agent got its answer in the same turn: back to work."""
+        await self._move(session_id, RUNNING, (WAITING_FOR_INPUT,), TASK_IN_PROGRESS)
+
+    async def _move(
+        self, session_id: str, state: str, only_from: tuple[str, ...], task_state: str
+    ) -> None:
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None or session.state not in only_from:
+                return
+            await sessions_repo.set_state_unless_terminal(conn, session_id, state, now)
+            owner_id = await task_owner_id(conn, session.task_id)
+            await self._state_event(conn, events, session_id, session.state, owner_id)
+            await self._set_task_state(conn, events, session.task_id, task_state, owner_id)
 
     # --- queue --------------------------------------------------------------------------
 

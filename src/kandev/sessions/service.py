@@ -23,7 +23,7 @@ from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
 from kandev.sessions.models import CREATED, Message, Session
-from kandev.sessions.turns import current_turn_id
+from kandev.sessions.pending import sessions_json
 
 MESSAGE_NOT_FOUND = "message not found"
 
@@ -49,7 +49,7 @@ class SessionService:
 
     async def _json(self, session: Session) -> dict[str, Any]:
         async with self.db.read() as conn:
-            return session.to_json(current_turn_id=await current_turn_id(conn, session.id))
+            return (await sessions_json(conn, [session]))[0]
 
     async def create_session(self, task_id: str, data: SessionCreate) -> dict[str, Any]:
         now = self.clock.now()
@@ -107,7 +107,7 @@ class SessionService:
         async with self.db.read() as conn:
             await self.access.authorize_task(conn, task_id)
             sessions = await sessions_repo.list_task_sessions(conn, task_id)
-            return [s.to_json(current_turn_id=await current_turn_id(conn, s.id)) for s in sessions]
+            return await sessions_json(conn, sessions)
 
     async def prompt(self, session_id: str, text: str) -> PromptResult:
         session = await self._authorized_session(session_id)

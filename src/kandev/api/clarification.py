@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from kandev.api.deps import get_services
+from kandev.api.errors import error_response
+from kandev.clarification.inputs import RequestInput, RespondInput
+from kandev.services import Services
+
+router = APIRouter(prefix="/api/v1/clarification", tags=["clarification"])
+
+
+@router.post("/request")
+async def create_request(
+    body: RequestInput, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    pending_id = await services.clarifications.request(body)
+    return {"pending_id": pending_id}
+
+
+@router.get("/{pending_id}")
+async def get_request(pending_id: str, services: Services = Depends(get_services)) -> Any:
+    return await services.clarifications.get_request(pending_id)
+
+
+@router.get("/{pending_id}/wait")
+async def wait(
+    pending_id: str,
+    timeout: float = Query(default=60.0, gt=0, le=3600),
+    services: Services = Depends(get_services),
+) -> Any:
+    result = await services.clarifications.wait(pending_id, timeout)
+    if result is None:
+        return error_response(504, "timed out waiting for a response")
+    return result
+
+
+@router.post("/{pending_id}/respond")
+async def respond(
+    pending_id: str, body: RespondInput, services: Services = Depends(get_services)
+) -> Any:
+    answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
+    return await services.clarifications.respond(
+        pending_id, answers, body.rejected, body.reject_reason
+    )
+
+
+@router.post("/{pending_id}/cancel")
+async def cancel(pending_id: str, services: Services = Depends(get_services)) -> Any:
+    await services.clarifications.cancel(pending_id)
+    return {"success": True}

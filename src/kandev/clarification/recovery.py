@@ -1,0 +1,309 @@
+"""Startup recovery of half-finished clarification deliveries (reference §3.10).
+
+Runs before the server admits prompts. Step 1 settles every resume reservation turn that
+is still marked `prompt_dispatch_pending`: one that was attempted (or already has a message)
+is kept — the answer reached, or may have reached, the agent, so it stays terminal — and
+one that was never attempted is deleted and the answer it carried is restored to pending.
+Step 2 settles every remaining delivery intent: restored when the bundle is still active,
+else retired (the intent cleared, the terminal status kept).
+
+Each reservation and each bundle is settled in its own transaction; a problem with one is
+collected and the others still run, then `RecoveryError` names every problem and the
+server refuses to start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.clarification import repository as repo
+from kandev.db.engine import Database
+from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
+from kandev.db.tables import task_session_messages as messages
+from kandev.db.tables import task_session_turns as turns
+from kandev.errors import KandevError
+from kandev.sessions.turns import lock_session_turns, turn_is_authoritative
+
+
+class RecoveryError(KandevError):
+    """Durable clarification state startup recovery cannot settle; the server must not start."""
+
+
+@dataclass
+class RecoveryReport:
+    restored: list[str] = field(default_factory=list)  # pending_ids answerable again
+    retired: list[str] = field(default_factory=list)  # pending_ids kept terminal, intent cleared
+    deleted_reservations: list[str] = field(default_factory=list)  # turn ids
+    kept_reservations: list[str] = field(default_factory=list)  # turn ids, now ordinary turns
+
+
+@dataclass(frozen=True)
+class _Reservation:
+    turn_id: str
+    session_id: str
+    authoritative: bool
+    pending_id: str | None  # None: a reservation that serves no clarification
+    clarification_turn_id: str
+    message_ids: tuple[str, ...]
+
+
+async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
+    report = RecoveryReport()
+    problems: list[str] = []
+    for turn_id in await _pending_reservation_ids(db):
+        try:
+            async with db.write() as conn:
+                outcome = await _settle_reservation(conn, db, turn_id, now)
+        except (RecoveryError, repo.ClarificationStateError) as exc:
+            problems.append(str(exc))
+            continue
+        if outcome is None:
+            continue
+        kept, restored_pending_id = outcome
+        (report.kept_reservations if kept else report.deleted_reservations).append(turn_id)
+        if restored_pending_id is not None:
+            report.restored.append(restored_pending_id)
+    pending_ids, orphans = await _delivery_intents(db)
+    problems += [
+        f"clarification message {m} has a delivery intent but no pending_id" for m in orphans
+    ]
+    for pending_id in pending_ids:
+        try:
+            async with db.write() as conn:
+                restored = await _settle_delivery(conn, db, pending_id, now)
+        except (RecoveryError, repo.ClarificationStateError) as exc:
+            problems.append(str(exc))
+            continue
+        if restored is not None:
+            (report.restored if restored else report.retired).append(pending_id)
+    if problems:
+        raise RecoveryError("clarification startup recovery failed: " + "; ".join(problems))
+    return report
+
+
+# --- step 1: reservation turns ------------------------------------------------------------
+
+
+def _reserved() -> Any:
+    return json_truthy(turns.c.metadata, repo.DISPATCH_PENDING_KEY)
+
+
+async def _pending_reservation_ids(db: Database) -> list[str]:
+    async with db.read() as conn:
+        query = select(turns.c.id).where(_reserved()).order_by(turns.c.started_at, turns.c.id)
+        return list((await conn.execute(query)).scalars().all())
+
+
+async def _load_reservation(conn: AsyncConnection, turn_id: str) -> _Reservation | None:
+    row = (
+        await conn.execute(
+            select(
+                turns.c.session_id,
+                turns.c.metadata,
+                turn_is_authoritative().label("authoritative"),
+            ).where(turns.c.id == turn_id, _reserved())
+        )
+    ).first()
+    if row is None:
+        return None
+    meta: dict[str, Any] = row.metadata if isinstance(row.metadata, dict) else {}
+    keys = (repo.DISPATCH_PENDING_ID_KEY, repo.DISPATCH_TURN_ID_KEY, repo.DISPATCH_MESSAGE_IDS_KEY)
+    if not any(k in meta for k in keys):
+        return _Reservation(turn_id, row.session_id, bool(row.authoritative), None, "", ())
+    pending_id = meta.get(repo.DISPATCH_PENDING_ID_KEY)
+    clarification_turn_id = meta.get(repo.DISPATCH_TURN_ID_KEY)
+    message_ids = meta.get(repo.DISPATCH_MESSAGE_IDS_KEY)
+
+    def malformed(detail: str) -> RecoveryError:
+        return RecoveryError(
+            f"reservation turn {turn_id} (pending_id {pending_id!r}): malformed recovery "
+            f"metadata: {detail}"
+        )
+
+    if not isinstance(pending_id, str) or not pending_id:
+        raise malformed("missing pending_id")
+    if not isinstance(clarification_turn_id, str) or not clarification_turn_id:
+        raise malformed("missing clarification turn id")
+    if not isinstance(message_ids, list) or not message_ids:
+        raise malformed("missing message ids")
+    if any(not isinstance(i, str) or not i for i in message_ids):
+        raise malformed("a message id is empty or not a string")
+    if len(set(message_ids)) != len(message_ids):
+        raise malformed("duplicate message ids")
+    return _Reservation(
+        turn_id,
+        row.session_id,
+        bool(row.authoritative),
+        pending_id,
+        clarification_turn_id,
+        tuple(message_ids),
+    )
+
+
+async def _settle_reservation(
+    conn: AsyncConnection, db: Database, turn_id: str, now: datetime
+) -> tuple[bool, str | None] | None:
+    """(kept?, pending_id restored or None); None when it is no longer a reservation."""
+    found = await _load_reservation(conn, turn_id)
+    if found is None:
+        return None
+    await lock_session_turns(conn, db, [found.session_id])
+    reservation = await _load_reservation(conn, turn_id)  # as of holding the lock
+    if reservation is None:
+        return None
+    if reservation.authoritative:
+        if reservation.pending_id is not None:
+            await _retire_reserved_claim(conn, reservation)
+        await conn.execute(
+            update(turns)
+            .where(turns.c.id == turn_id)
+            .values(
+                metadata=json_set_keys(
+                    json_remove_keys(turns.c.metadata, list(repo.DISPATCH_KEYS)),
+                    {repo.START_EVENT_PENDING_KEY: True},
+                ),
+                updated_at=now,
+            )
+        )
+        return True, None
+    restored = None
+    if reservation.pending_id is not None:
+        restored = await _restore_reserved_claim(conn, reservation, now)
+    if not await repo.delete_reservation(conn, turn_id):
+        raise RecoveryError(f"reservation turn {turn_id} could not be deleted")
+    return False, restored
+
+
+async def _reserved_rows(conn: AsyncConnection, reservation: _Reservation) -> list[Any]:
+    """The reserved rows, each checked to belong to the recorded bundle and turn."""
+    rows = (
+        (await conn.execute(select(messages).where(messages.c.id.in_(reservation.message_ids))))
+        .mappings()
+        .all()
+    )
+    for row in rows:
+        meta = row["metadata"] if isinstance(row["metadata"], dict) else {}
+        if (
+            row["type"] != repo.TYPE
+            or meta.get(repo.PENDING_ID_KEY) != reservation.pending_id
+            or row["turn_id"] != reservation.clarification_turn_id
+        ):
+            raise RecoveryError(
+                f"reservation turn {reservation.turn_id}: message {row['id']} is not a row "
+                f"of clarification {reservation.pending_id} on turn "
+                f"{reservation.clarification_turn_id}"
+            )
+    return list(rows)
+
+
+async def _retire_reserved_claim(conn: AsyncConnection, reservation: _Reservation) -> None:
+    """The resume was (maybe) sent: the answer stays terminal, its intent is cleared.
+
+    The reserved rows must all exist, be answered, and be the only rows of the bundle
+    that still carry an intent.
+    """
+    rows = await _reserved_rows(conn, reservation)
+    where = f"reservation turn {reservation.turn_id} (pending_id {reservation.pending_id})"
+    if {r["id"] for r in rows} != set(reservation.message_ids):
+        raise RecoveryError(f"{where}: reserved messages are missing")
+    if any(r["metadata"].get(repo.STATUS_KEY) != repo.ANSWERED for r in rows):
+        raise RecoveryError(f"{where}: reserved messages are not all answered")
+    stray = [
+        m.id
+        for m in await repo.find_delivery_intent_messages(conn, reservation.pending_id or "")
+        if m.id not in reservation.message_ids
+    ]
+    if stray:
+        raise RecoveryError(f"{where}: message {stray[0]} carries an unreserved intent")
+    await conn.execute(
+        update(messages)
+        .where(
+            messages.c.id.in_(reservation.message_ids),
+            json_key_text(messages.c.metadata, repo.STATUS_KEY) == repo.ANSWERED,
+        )
+        .values(metadata=json_remove_keys(messages.c.metadata, [repo.DELIVERY_PENDING_KEY]))
+    )
+
+
+async def _restore_reserved_claim(
+    conn: AsyncConnection, reservation: _Reservation, now: datetime
+) -> str | None:
+    """Nothing was sent: reserved rows still answered go back to pending."""
+    await _reserved_rows(conn, reservation)
+    result = await conn.execute(
+        update(messages)
+        .where(
+            messages.c.id.in_(reservation.message_ids),
+            json_key_text(messages.c.metadata, repo.STATUS_KEY) == repo.ANSWERED,
+        )
+        .values(
+            metadata=json_remove_keys(
+                json_set_keys(messages.c.metadata, {repo.STATUS_KEY: repo.PENDING}),
+                [repo.RESPONSE_KEY, repo.DELIVERY_PENDING_KEY],
+            ),
+            updated_at=now,
+        )
+    )
+    return reservation.pending_id if result.rowcount else None
+
+
+# --- step 2: delivery intents -------------------------------------------------------------
+
+
+async def _delivery_intents(db: Database) -> tuple[list[str], list[str]]:
+    """(pending_ids to settle, ids of intent rows without a pending_id).
+
+    Bundles a still-pending reservation refers to are left to that reservation.
+    """
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(
+                    messages.c.id, json_key_text(messages.c.metadata, repo.PENDING_ID_KEY)
+                ).where(
+                    messages.c.type == repo.TYPE,
+                    json_truthy(messages.c.metadata, repo.DELIVERY_PENDING_KEY),
+                )
+            )
+        ).all()
+        reserved = set(
+            (
+                await conn.execute(
+                    select(json_key_text(turns.c.metadata, repo.DISPATCH_PENDING_ID_KEY)).where(
+                        _reserved()
+                    )
+                )
+            )
+            .scalars()
+            .all()
+        )
+    pending_ids = sorted({p for _, p in rows if p} - reserved)
+    orphans = sorted(m for m, p in rows if not p)
+    return pending_ids, orphans
+
+
+async def _settle_delivery(
+    conn: AsyncConnection, db: Database, pending_id: str, now: datetime
+) -> bool | None:
+    """True: restored to pending; False: intent retired; None: nothing left to do."""
+    carrying = await repo.find_delivery_intent_messages(conn, pending_id)
+    if not carrying:
+        return None
+    statuses = {m.metadata.get(repo.STATUS_KEY) for m in carrying}
+    if len(statuses) != 1 or not statuses <= set(repo.CLAIM_STATUSES):
+        raise RecoveryError(
+            f"clarification {pending_id}: delivery intent on rows with statuses "
+            f"{sorted(str(s) for s in statuses)}"
+        )
+    terminal = statuses.pop()
+    ids = [m.id for m in carrying]
+    if await repo.restore_active_bundle(conn, db, pending_id, terminal, ids, now) is not None:
+        return True
+    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids) is None:
+        raise RecoveryError(f"clarification {pending_id}: delivery intent could not be retired")
+    return False

@@ -1,0 +1,532 @@
+"""The clarification lifecycle: agents ask, humans answer, exactly one answer wins.
+
+The database decides (claim, finalize, restore, detach, expire in clarification.repository);
+the live waiter store only speeds delivery to an agent still blocked in its tool call. The
+flow follows reference clarification-baseline §2-§4:
+
+- ask: validate → durable rows (one message per question) → session WAITING_FOR_INPUT, task
+  REVIEW → wait on the store, with progress notifications → the agent's result;
+- answer: claim (the one claim statement) → live waiter confirms durably (finalize) before
+  the agent sees it, or, with no waiter, a resume turn is dispatched (answered) or the
+  rejection is just recorded; any failed delivery restores the bundle so it can be retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kandev.auth.access import AccessRules
+from kandev.clarification import repository as repo
+from kandev.clarification.questions import normalize_questions, questions_equal
+from kandev.clarification.results import agent_result
+from kandev.clarification.store import (
+    AlreadyResponded,
+    ClarificationResponse,
+    ClarificationStore,
+    PendingRequest,
+    StoreError,
+    StoreNotFound,
+)
+from kandev.clarification.texts import resume_prompt
+from kandev.clock import Clock
+from kandev.db.engine import Database
+from kandev.errors import Conflict, KandevError, NotFound, ValidationFailed
+from kandev.ids import IdFactory
+from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions import turn_repository as turns_repo
+from kandev.sessions.models import WAITING_FOR_INPUT, Message
+from kandev.sessions.recorder import SessionRecorder
+from kandev.sessions.turns import current_turn_id
+
+log = logging.getLogger(__name__)
+BUNDLE_NOT_FOUND = "clarification request not found"
+NO_LONGER_ACTIVE = "clarification request is no longer active"
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class DeliveryFailed(KandevError):
+    """The answer was claimed but could not be handed over; the bundle was restored."""
+
+    code = "INTERNAL_ERROR"
+
+
+class DispatchRejected(Exception):
+    """The resume turn was not accepted by the agent runtime (nothing was sent)."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle as stored: its rows (question order) and what they share."""
+
+    pending_id: str
+    session_id: str
+    task_id: str
+    turn_id: str | None
+    questions: list[dict[str, Any]]
+    context: str
+    messages: list[Message]
+
+    @classmethod
+    def from_messages(cls, pending_id: str, messages: list[Message]) -> Bundle:
+        ordered = sorted(messages, key=lambda m: (m.metadata.get("question_index", 0), m.id))
+        first = ordered[0]
+        task_id = next((m.task_id for m in ordered if m.task_id), "")
+        turn_ids = {m.turn_id for m in ordered if m.turn_id}
+        return cls(
+            pending_id=pending_id,
+            session_id=first.session_id,
+            task_id=task_id,
+            turn_id=turn_ids.pop() if len(turn_ids) == 1 else None,
+            questions=[m.metadata.get("question", {}) for m in ordered],
+            context=first.metadata.get("context", ""),
+            messages=ordered,
+        )
+
+    def status(self) -> str:
+        statuses = {m.metadata.get("status") or repo.PENDING for m in self.messages}
+        if repo.PENDING in statuses:
+            return repo.PENDING
+        return sorted(statuses)[0]
+
+
+class ClarificationService:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        new_id: IdFactory,
+        access: AccessRules,
+        store: ClarificationStore,
+        recorder: SessionRecorder,
+        progress_seconds: float = 20.0,
+        delivery_wait_seconds: float = 35.0,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.new_id = new_id
+        self.access = access
+        self.store = store
+        self.recorder = recorder
+        self.progress_seconds = progress_seconds
+        self.delivery_wait_seconds = delivery_wait_seconds
+        self.orchestrator: Any = None  # set by the container (the two depend on each other)
+        self._background: set[asyncio.Future[Any]] = set()
+
+    # --- asking -------------------------------------------------------------------------
+
+    async def create_bundle(
+        self,
+        session_id: str,
+        raw_questions: Any,
+        context: Any,
+        context_paragraphs: Any = None,
+        *,
+        live: bool = True,
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """Validate and store a bundle (or find the identical one already asked).
+
+        `live` registers a waiter entry for a caller that will block on the answer.
+        """
+        questions, text = normalize_questions(raw_questions, context, context_paragraphs)
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None:
+                raise NotFound("session not found")
+            if session.is_terminal:
+                raise Conflict(f"session is {session.state}")
+            # An identical retried ask (same session, same questions) gets the same bundle,
+            # also after its waiter went away (a timed-out MCP call, a restart).
+            for existing in self._group(await repo.find_active_messages(conn, session_id)):
+                if questions_equal(existing.questions, questions):
+                    if live:
+                        self._register(existing)
+                    return existing.pending_id, existing.questions
+        if not live:
+            pending_id = self.new_id()
+            await self._insert_rows(pending_id, session_id, session.task_id, questions, text)
+            return pending_id, questions
+        pending_id, is_new = self.store.create_request(
+            PendingRequest(
+                pending_id=self.new_id(),
+                session_id=session_id,
+                task_id=session.task_id,
+                questions=questions,
+                context=text,
+                created_at=self.clock.now(),
+            )
+        )
+        if not is_new:
+            request = self.store.get_request(pending_id)
+            return pending_id, request.questions if request else questions
+        try:
+            await self._insert_rows(pending_id, session_id, session.task_id, questions, text)
+        except BaseException:
+            self.store.cancel_request(pending_id)
+            raise
+        return pending_id, questions
+
+    def _register(self, bundle: Bundle) -> None:
+        """A live waiter entry for an existing bundle (idempotent per pending id)."""
+        if self.store.get_request(bundle.pending_id) is None:
+            self.store.create_request(
+                PendingRequest(
+                    pending_id=bundle.pending_id,
+                    session_id=bundle.session_id,
+                    task_id=bundle.task_id,
+                    questions=bundle.questions,
+                    context=bundle.context,
+                    created_at=bundle.messages[0].created_at,
+                )
+            )
+
+    async def _insert_rows(
+        self,
+        pending_id: str,
+        session_id: str,
+        task_id: str,
+        questions: list[dict[str, Any]],
+        context: str,
+    ) -> None:
+        now = self.clock.now()
+        async with self.db.write() as conn:
+            turn_id = await current_turn_id(conn, session_id)
+            if turn_id is None:  # an agent that asks before any prompt: give it a turn
+                turn_id = (
+                    await turns_repo.insert_turn(
+                        conn, id=self.new_id(), session_id=session_id, task_id=task_id, now=now
+                    )
+                ).id
+            rows = await repo.insert_bundle(
+                conn,
+                pending_id=pending_id,
+                session_id=session_id,
+                task_id=task_id,
+                turn_id=turn_id,
+                questions=questions,
+                context=context,
+                now=now,
+                new_id=self.new_id,
+            )
+        await self.recorder.publish_messages(rows, added=True)
+
+    async def request(self, body: Any) -> str:
+        """REST creation path: authorized, non-blocking, no session/task state change."""
+        async with self.db.read() as conn:
+            task_id = await self.access.authorize_session(conn, body.session_id)
+        if body.task_id is not None and body.task_id != task_id:
+            raise ValidationFailed("task_id", "does not match the session's task")
+        pending_id, _ = await self.create_bundle(
+            body.session_id, body.questions, body.context, body.context_paragraphs, live=False
+        )
+        return pending_id
+
+    async def ask(
+        self,
+        session_id: str,
+        raw_questions: Any,
+        context: Any = None,
+        context_paragraphs: Any = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """The agent's blocking ask_user_question_kandev call."""
+        pending_id, questions = await self.create_bundle(
+            session_id, raw_questions, context, context_paragraphs
+        )
+        await self.recorder.mark_waiting(session_id)
+        try:
+            response = await self._wait_with_progress(pending_id, progress)
+        except asyncio.CancelledError:
+            # The agent's MCP call went away (client timeout, disconnect): the question stays
+            # answerable; a late answer resumes the agent in a new turn.
+            self._in_background(self.pause_for_input(session_id))
+            raise
+        except StoreError as exc:
+            await self.pause_for_input(session_id)
+            raise DeliveryFailed("Clarification request timed out or was cancelled") from exc
+        await self.recorder.mark_answered_live(session_id)
+        return agent_result(pending_id, questions, response)
+
+    async def _wait_with_progress(
+        self, pending_id: str, progress: Progress | None
+    ) -> ClarificationResponse:
+        waiter = asyncio.ensure_future(self.store.wait_for_response(pending_id))
+        tick = 0
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiter}, timeout=self.progress_seconds)
+                if done:
+                    return waiter.result()
+                tick += 1
+                if progress is not None:
+                    # Keeps agent-side MCP clients from timing out an idle call.
+                    with contextlib.suppress(Exception):
+                        await progress(tick, None, "Waiting for your response in Kandev")
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+
+    # --- lifecycle hooks ----------------------------------------------------------------
+
+    async def pause_for_input(self, session_id: str) -> int:
+        """No answer reached the agent in its call: detach, and stop the agent's turn."""
+        detached = await self.detach_session(session_id)
+        if self.orchestrator is not None:
+            await self.orchestrator.cancel_turn_silently(session_id)
+        return detached
+
+    async def detach_session(self, session_id: str) -> int:
+        """Turn ended / agent gone: bundles stay answerable, marked agent_disconnected."""
+        self.store.cancel_session(session_id)
+        async with self.db.write() as conn:
+            rows = await repo.detach_active(conn, self.db, session_id, self.clock.now())
+        await self.recorder.publish_messages(rows)
+        return len({m.metadata.get("pending_id") for m in rows})
+
+    async def expire_session(self, session_id: str) -> int:
+        """The session reached a terminal state: its active bundles expire."""
+        self.store.cancel_session(session_id)
+        async with self.db.write() as conn:
+            rows = await repo.expire_active_bundles(conn, self.db, session_id, self.clock.now())
+        await self.recorder.publish_messages(rows)
+        return len({m.metadata.get("pending_id") for m in rows})
+
+    async def settle_after_restart(self, session_id: str) -> None:
+        """After a restart the agent is gone: open questions detach, and a session with one
+        waits for input (so it is listed and the task shows it) instead of idling."""
+        await self.detach_session(session_id)
+        async with self.db.read() as conn:
+            open_question = bool(await repo.find_active_messages(conn, session_id))
+        if open_question:
+            await self.recorder.set_state(session_id, WAITING_FOR_INPUT)
+
+    def supersede_waiters(self, session_id: str) -> None:
+        """A new turn makes older bundles inert: wake any agent still waiting on them."""
+        self.store.cancel_session(session_id)
+
+    async def blocks_turn_complete(self, session_id: str) -> bool:
+        """Workflow guard: turn-complete automation waits while a question is active.
+
+        Fails closed: if the question state cannot be read, automation does not run.
+        """
+        try:
+            async with self.db.read() as conn:
+                return bool(await repo.find_active_messages(conn, session_id))
+        except Exception:
+            log.exception("could not read clarification state of session %s", session_id)
+            return True
+
+    # --- reading ------------------------------------------------------------------------
+
+    @staticmethod
+    def _group(messages: list[Message]) -> list[Bundle]:
+        by_id: dict[str, list[Message]] = {}
+        for message in messages:
+            by_id.setdefault(message.metadata.get("pending_id", ""), []).append(message)
+        return [Bundle.from_messages(pid, rows) for pid, rows in by_id.items() if pid]
+
+    async def authorized_bundle(self, pending_id: str) -> Bundle:
+        """The bundle, if it exists and its task is visible; else the same 404 for both."""
+        async with self.db.read() as conn:
+            rows = await repo.find_bundle_messages(conn, pending_id)
+            if not rows:
+                raise NotFound(BUNDLE_NOT_FOUND)
+            bundle = Bundle.from_messages(pending_id, rows)
+            task_id = bundle.task_id or await sessions_repo.session_task_id(conn, bundle.session_id)
+            if not task_id:
+                raise NotFound(BUNDLE_NOT_FOUND)
+            try:
+                await self.access.authorize_task(conn, task_id)
+            except NotFound:
+                raise NotFound(BUNDLE_NOT_FOUND) from None
+        return bundle
+
+    async def get_request(self, pending_id: str) -> dict[str, Any]:
+        bundle = await self.authorized_bundle(pending_id)
+        return {
+            "pending_id": bundle.pending_id,
+            "session_id": bundle.session_id,
+            "task_id": bundle.task_id,
+            "questions": bundle.questions,
+            "context": bundle.context,
+            "status": bundle.status(),
+            "created_at": bundle.messages[0].to_json()["created_at"],
+        }
+
+    async def wait(self, pending_id: str, timeout: float) -> dict[str, Any] | None:
+        """Wait (bounded) for a live answer to a request; None on timeout."""
+        bundle = await self.authorized_bundle(pending_id)
+        async with self.db.read() as conn:
+            active = {m.id for m in await repo.find_active_messages(conn, bundle.session_id)}
+        if not active.intersection(m.id for m in bundle.messages):
+            raise Conflict(NO_LONGER_ACTIVE)
+        self._register(bundle)
+        try:
+            response = await asyncio.wait_for(self.store.wait_for_response(pending_id), timeout)
+        except TimeoutError:
+            return None
+        except StoreError:
+            raise Conflict(NO_LONGER_ACTIVE) from None
+        return agent_result(pending_id, bundle.questions, response)
+
+    async def cancel(self, pending_id: str) -> None:
+        """Operator cancel of a live request (not a claim)."""
+        bundle = await self.authorized_bundle(pending_id)
+        if self.store.get_request(pending_id) is None:
+            raise NotFound(BUNDLE_NOT_FOUND)
+        if not self.store.cancel_request(pending_id):
+            raise Conflict(NO_LONGER_ACTIVE)
+        async with self.db.write() as conn:
+            rows = await repo.cancel_bundle(conn, self.db, pending_id, self.clock.now())
+        await self.recorder.publish_messages(rows)
+        log.info("clarification %s of session %s cancelled", pending_id, bundle.session_id)
+
+    # --- answering ----------------------------------------------------------------------
+
+    async def respond(
+        self,
+        pending_id: str,
+        answers: list[dict[str, Any]] | None,
+        rejected: bool,
+        reject_reason: str,
+    ) -> dict[str, Any]:
+        """Claim the bundle and deliver the outcome. Conflict when it is not active."""
+        bundle = await self.authorized_bundle(pending_id)
+        normalized = self._normalize_answers(bundle, answers or [], rejected)
+        status = repo.REJECTED if rejected else repo.ANSWERED
+        responses = None if rejected else {a["question_id"]: a for a in normalized}
+        async with self.db.write() as conn:
+            claimed = await repo.claim_active_bundle(
+                conn, self.db, pending_id, status, responses, self.clock.now()
+            )
+        if claimed is None:
+            raise Conflict(NO_LONGER_ACTIVE)
+        response = ClarificationResponse(
+            pending_id=pending_id,
+            answers=normalized,
+            rejected=rejected,
+            reject_reason=reject_reason if rejected else "",
+            responded_at=claimed[0].updated_at,
+        )
+        await self._deliver(bundle, status, claimed, response)
+        return {
+            "pending_id": pending_id,
+            "claimed": True,
+            "answers": normalized,
+            "rejected": rejected,
+            "reject_reason": response.reject_reason,
+        }
+
+    def _normalize_answers(
+        self, bundle: Bundle, answers: list[dict[str, Any]], rejected: bool
+    ) -> list[dict[str, Any]]:
+        if rejected:
+            if answers:
+                raise ValidationFailed("answers", "must be empty when rejected is true")
+            return []
+        by_question = {q.get("id"): q for q in bundle.questions}
+        seen: dict[str, dict[str, Any]] = {}
+        for i, answer in enumerate(answers):
+            qid = answer.get("question_id")
+            if qid not in by_question:
+                raise ValidationFailed(f"answers[{i}].question_id", "unknown question id")
+            if qid in seen:
+                raise ValidationFailed(f"answers[{i}].question_id", "duplicate answer")
+            option_ids = [o.get("option_id") for o in by_question[qid].get("options", [])]
+            selected = answer.get("selected_options") or []
+            for option in selected:
+                if option not in option_ids:
+                    raise ValidationFailed(
+                        f"answers[{i}].selected_options", f"unknown option id {option!r}"
+                    )
+            custom = (answer.get("custom_text") or "").strip()
+            # Options in the bundle's order, each once.
+            ordered = [o for o in option_ids if o in set(selected)]
+            seen[qid] = {"question_id": qid, "selected_options": ordered, "custom_text": custom}
+        return [seen[q["id"]] for q in bundle.questions if q.get("id") in seen]
+
+    async def _deliver(
+        self,
+        bundle: Bundle,
+        status: str,
+        claimed: list[Message],
+        response: ClarificationResponse,
+    ) -> None:
+        claimed_ids = [m.id for m in claimed]
+
+        async def confirm(_: ClarificationResponse) -> None:
+            await self._finalize(bundle.pending_id, status, claimed_ids)
+
+        try:
+            await self.store.respond_with_delivery_confirmation(
+                bundle.pending_id, response, confirm, wait_seconds=self.delivery_wait_seconds
+            )
+        except StoreNotFound:
+            await self._deliver_detached(bundle, status, claimed_ids, response)
+            return
+        except AlreadyResponded:
+            await self._finalize(bundle.pending_id, status, claimed_ids)
+            raise DeliveryFailed("response already submitted") from None
+        except StoreError as exc:
+            await self._restore(bundle.pending_id, status, claimed_ids)
+            raise DeliveryFailed(
+                "failed to deliver clarification response; response can be retried"
+            ) from exc
+
+    async def _deliver_detached(
+        self,
+        bundle: Bundle,
+        status: str,
+        claimed_ids: list[str],
+        response: ClarificationResponse,
+    ) -> None:
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, bundle.session_id)
+        if status == repo.REJECTED or (session is not None and session.agent_profile_id is None):
+            # Recorded without resuming: a rejection needs no new turn, and an agent Kandev
+            # does not run reads the answer from the conversation.
+            await self._finalize(bundle.pending_id, status, claimed_ids)
+            return
+        prompt = resume_prompt(
+            bundle.questions, response.answers, response.rejected, response.reject_reason
+        )
+        try:
+            await self.orchestrator.resume_detached(
+                session_id=bundle.session_id,
+                pending_id=bundle.pending_id,
+                clarification_turn_id=bundle.turn_id,
+                message_ids=claimed_ids,
+                prompt=prompt,
+            )
+        except DispatchRejected as exc:
+            await self._restore(bundle.pending_id, status, claimed_ids)
+            raise DeliveryFailed(
+                f"failed to resume clarification ({exc}); response can be retried"
+            ) from exc
+        await self._finalize(bundle.pending_id, status, claimed_ids)
+
+    async def _finalize(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
+        async with self.db.write() as conn:
+            rows = await repo.finalize_delivery(conn, self.db, pending_id, status, claimed_ids)
+        if rows is None:
+            raise DeliveryFailed("clarification delivery state could not be finalized")
+        await self.recorder.publish_messages(rows)
+
+    async def _restore(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
+        async with self.db.write() as conn:
+            rows = await repo.restore_active_bundle(
+                conn, self.db, pending_id, status, claimed_ids, self.clock.now()
+            )
+        if rows:
+            await self.recorder.publish_messages(rows)
+
+    # --- background ---------------------------------------------------------------------
+
+    def _in_background(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
