@@ -358,16 +358,24 @@ class ClarificationService:
         }
 
     async def wait(self, pending_id: str, timeout: float) -> dict[str, Any] | None:
-        """Wait (bounded) for a live answer to a request; None on timeout."""
+        """Wait (bounded) for the answer to a request; None on timeout.
+
+        Joins the live entry when there is one; otherwise registers one, but only for a
+        bundle that is still active. A wait that times out as the only waiter removes the
+        entry again, so a later answer is not held up waiting for a waiter that left.
+        """
         bundle = await self.authorized_bundle(pending_id)
-        async with self.db.read() as conn:
-            active = {m.id for m in await repo.find_active_messages(conn, bundle.session_id)}
-        if not active.intersection(m.id for m in bundle.messages):
-            raise Conflict(NO_LONGER_ACTIVE)
-        self._register(bundle)
+        if self.store.get_request(pending_id) is None:
+            async with self.db.read() as conn:
+                active = {m.id for m in await repo.find_active_messages(conn, bundle.session_id)}
+            if not active.intersection(m.id for m in bundle.messages):
+                raise Conflict(NO_LONGER_ACTIVE)
+            self._register(bundle)
         try:
             response = await asyncio.wait_for(self.store.wait_for_response(pending_id), timeout)
         except TimeoutError:
+            if self.store.waiter_count(pending_id) == 0:
+                self.store.cancel_request(pending_id)
             return None
         except StoreError:
             raise Conflict(NO_LONGER_ACTIVE) from None
