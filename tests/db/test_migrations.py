@@ -44,3 +44,23 @@ async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(sqlite_u
             assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() >= 5000
     finally:
         await db.dispose()
+
+
+async def test_bundle_lookups_use_the_pending_id_index(db: Database) -> None:
+    """The expression index exists and the planner picks it for a pending_id lookup."""
+    from sqlalchemy import select
+
+    from kandev.db.json_sql import json_key_text
+    from kandev.db.tables import task_session_messages as messages
+
+    query = select(messages.c.id).where(json_key_text(messages.c.metadata, "pending_id") == "x")
+    async with db.read() as conn:
+        compiled = query.compile(conn.sync_connection, compile_kwargs={"literal_binds": True})
+        if db.is_sqlite:
+            plan = (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}")).all()
+            detail = " ".join(str(row[-1]) for row in plan)
+        else:
+            await conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # tiny test table
+            plan = (await conn.exec_driver_sql(f"EXPLAIN {compiled}")).all()
+            detail = " ".join(str(row[0]) for row in plan)
+    assert "ix_task_session_messages_pending_id" in detail, detail

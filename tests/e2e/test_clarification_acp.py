@@ -171,3 +171,36 @@ async def test_killed_server_restarts_with_the_question_open(tmp_path: Path) -> 
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+async def test_the_demo_agent_asks_and_quotes_the_answer(live_server_factory, sqlite_url) -> None:
+    server = live_server_factory(sqlite_url)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        task = await make_task(client, "Try the demo")
+        profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
+        demo = next(p for p in profiles if p["name"] == "demo")
+        async with sse_stream(client, params={"task_id": task["id"]}) as events:
+            r = await client.post(
+                f"/api/v1/tasks/{task['id']}/sessions",
+                json={"agent_profile_id": demo["id"], "prompt": "tidy the README"},
+            )
+            sid = r.json()["id"]
+            question = await events.wait_for(_is_question)
+            meta = question.data["message"]["metadata"]
+            assert "tidy the README" in meta["question"]["prompt"]
+            r = await client.post(
+                f"/api/v1/clarification/{meta['pending_id']}/respond",
+                json={
+                    "answers": [
+                        {
+                            "question_id": meta["question_id"],
+                            "selected_options": ["go_ahead"],
+                            "custom_text": "keep it short",
+                        }
+                    ]
+                },
+            )
+            assert r.status_code == 200, r.text
+            await events.wait_for(of_type("session.turn.completed"))
+        reply = (await messages(client, sid))[-1]["content"]
+        assert '"Go ahead"' in reply and "keep it short" in reply
