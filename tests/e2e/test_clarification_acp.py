@@ -80,10 +80,16 @@ async def test_answer_reaches_the_blocked_agent_in_the_same_turn(server) -> None
         assert not any("response_delivery_pending" in m["metadata"] for m in rows)
         after = (await client.get(f"/api/v1/tasks/{task['id']}")).json()
         assert after["task_pending_action"] is None
+        # A second answer is told what won (R2), with nothing written or resumed.
+        loser = [{"question_id": "lang", "selected_options": ["js"]}, ANSWERS[1]]
         again = await client.post(
-            f"/api/v1/clarification/{pending_id}/respond", json={"answers": ANSWERS}
+            f"/api/v1/clarification/{pending_id}/respond", json={"answers": loser}
         )
-        assert again.status_code == 409
+        assert again.status_code == 200
+        body = again.json()
+        assert (body["claimed"], body["status"]) == (False, "answered")
+        assert body["response"]["answers"][0]["selected_options"] == ["py", "go"]
+        assert len(await messages(client, sid)) == len(history)
 
 
 async def test_abandoned_call_is_resumed_in_a_new_turn(server) -> None:

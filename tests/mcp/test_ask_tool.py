@@ -139,8 +139,9 @@ async def test_rest_request_get_wait_respond_and_cancel(mcp_server_factory, sqli
         assert waited.status_code == 200
         assert waited.json()["rejected"] is True
         assert waited.json()["reject_reason"] == "out of scope"
-        r = await http.post(f"/api/v1/clarification/{pending_id}/respond", json={"answers": []})
-        assert r.status_code == 409
+        r = await http.post(f"/api/v1/clarification/{pending_id}/respond", json={"rejected": True})
+        assert r.status_code == 200
+        assert (r.json()["claimed"], r.json()["status"]) == (False, "rejected")
 
         # Cancel needs a live request; it marks the rows cancelled.
         r = await http.post(
@@ -162,8 +163,8 @@ async def test_rest_request_get_wait_respond_and_cancel(mcp_server_factory, sqli
         assert (r.status_code, r.json()) == (200, {"success": True})
         assert (await waiting).status_code == 409
         assert (await http.get(f"/api/v1/clarification/{second}")).json()["status"] == "cancelled"
-        r = await http.post(f"/api/v1/clarification/{second}/respond", json={"answers": []})
-        assert r.status_code == 409
+        r = await http.post(f"/api/v1/clarification/{second}/respond", json={"rejected": True})
+        assert r.status_code == 409  # cancelled: not active, and nobody won
 
         for method, path in (
             ("GET", "/api/v1/clarification/nope"),

@@ -42,7 +42,7 @@ async def respond(
     pending_id: str, body: RespondInput, services: Services = Depends(get_services)
 ) -> Any:
     answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
-    return await services.clarifications.respond(
+    return await services.clarifications.resolve_bundle(
         pending_id, answers, body.rejected, body.reject_reason
     )
 

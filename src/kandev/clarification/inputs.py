@@ -12,15 +12,18 @@ OptionId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class AnswerInput(Input):
-    question_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
-    selected_options: list[OptionId] = Field(default_factory=list, max_length=6)
-    custom_text: Annotated[str, StringConstraints(max_length=8_000)] = ""
+    # Emptiness, membership and the 2000-character caps are checked against the bundle by
+    # clarification.outcome (N6-N8b), which names the offending entry; these bounds only keep
+    # absurd payloads out.
+    question_id: Annotated[str, StringConstraints(max_length=256)] = ""
+    selected_options: list[OptionId] = Field(default_factory=list, max_length=64)
+    custom_text: Annotated[str, StringConstraints(max_length=100_000)] = ""
 
 
 class RespondInput(Input):
-    answers: list[AnswerInput] | None = Field(default=None, max_length=4)
+    answers: list[AnswerInput] | None = Field(default=None, max_length=64)
     rejected: bool = False
-    reject_reason: Annotated[str, StringConstraints(max_length=8_000)] = Field(
+    reject_reason: Annotated[str, StringConstraints(max_length=100_000)] = Field(
         default="", validation_alias=AliasChoices("reject_reason", "reason")
     )
 

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kandev.auth.access import AccessRules
+from kandev.auth.identity import caller_scope
 from kandev.clarification import repository as repo
+from kandev.clarification.outcome import validate_outcome
 from kandev.clarification.questions import normalize_questions, questions_equal
 from kandev.clarification.results import agent_result
+from kandev.clarification.serialization import resolution_body, response_envelope
 from kandev.clarification.store import (
     AlreadyResponded,
     ClarificationResponse,
@@ -73,7 +76,7 @@ class Bundle:
 
     @classmethod
     def from_messages(cls, pending_id: str, messages: list[Message]) -> Bundle:
-        ordered = sorted(messages, key=lambda m: (m.metadata.get("question_index", 0), m.id))
+        ordered = sorted(messages, key=_question_order)
         first = ordered[0]
         task_id = next((m.task_id for m in ordered if m.task_id), "")
         turn_ids = {m.turn_id for m in ordered if m.turn_id}
@@ -82,7 +85,11 @@ class Bundle:
             session_id=first.session_id,
             task_id=task_id,
             turn_id=turn_ids.pop() if len(turn_ids) == 1 else None,
-            questions=[m.metadata.get("question", {}) for m in ordered],
+            # The flat question_id is what the claim reads; the nested question may be missing.
+            questions=[
+                {**_as_dict(m.metadata.get("question")), "id": m.metadata.get("question_id") or ""}
+                for m in ordered
+            ],
             context=first.metadata.get("context", ""),
             messages=ordered,
         )
@@ -92,6 +99,20 @@ class Bundle:
         if repo.PENDING in statuses:
             return repo.PENDING
         return sorted(statuses)[0]
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _question_order(message: Message) -> tuple[int, Any, str]:
+    """D2: question_index (0 when missing or unparseable), then created_at, then id."""
+    index = message.metadata.get("question_index", 0)
+    try:
+        index = int(index)
+    except (TypeError, ValueError):
+        index = 0
+    return index, message.created_at, message.id
 
 
 class ClarificationService:
@@ -336,9 +357,13 @@ class ClarificationService:
             if not rows:
                 raise NotFound(BUNDLE_NOT_FOUND)
             bundle = Bundle.from_messages(pending_id, rows)
+            # M5: the rows' task_id, else the session's. M5a: with neither, only an unscoped
+            # caller may reach the bundle (a scoped one gets the same 404 as a missing id).
             task_id = bundle.task_id or await sessions_repo.session_task_id(conn, bundle.session_id)
             if not task_id:
-                raise NotFound(BUNDLE_NOT_FOUND)
+                if caller_scope() is not None:
+                    raise NotFound(BUNDLE_NOT_FOUND)
+                return bundle
             try:
                 await self.access.authorize_task(conn, task_id)
             except NotFound:
@@ -395,67 +420,53 @@ class ClarificationService:
 
     # --- answering ----------------------------------------------------------------------
 
-    async def respond(
+    async def resolve_bundle(
         self,
         pending_id: str,
         answers: list[dict[str, Any]] | None,
         rejected: bool,
         reject_reason: str,
     ) -> dict[str, Any]:
-        """Claim the bundle and deliver the outcome. Conflict when it is not active."""
+        """ResolveBundle: the one way REST and MCP answer a question (seed P1, R1-R12).
+
+        Identity and authorization (M5, A1-A8), validation and normalization (N3a, N6-N8b,
+        L16), then the claim — never re-deriving activeness first (P2). The winner delivers
+        through the live waiter or a resume turn; a loser is told what the winner decided
+        (R2b), or 409 when nobody won (the bundle is simply no longer active).
+        """
         bundle = await self.authorized_bundle(pending_id)
-        normalized = self._normalize_answers(bundle, answers or [], rejected)
-        status = repo.REJECTED if rejected else repo.ANSWERED
-        responses = None if rejected else {a["question_id"]: a for a in normalized}
+        outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
         async with self.db.write() as conn:
             claimed = await repo.claim_active_bundle(
-                conn, self.db, pending_id, status, responses, self.clock.now()
+                conn, self.db, pending_id, outcome.status, outcome.responses(), self.clock.now()
             )
         if claimed is None:
-            raise Conflict(NO_LONGER_ACTIVE)
+            return await self._loser(pending_id)
         response = ClarificationResponse(
             pending_id=pending_id,
-            answers=normalized,
-            rejected=rejected,
-            reject_reason=reject_reason if rejected else "",
+            answers=outcome.answers,
+            rejected=outcome.rejected,
+            reject_reason=outcome.reject_reason,
             responded_at=claimed[0].updated_at,
         )
-        await self._deliver(bundle, status, claimed, response)
-        return {
-            "pending_id": pending_id,
-            "claimed": True,
-            "answers": normalized,
-            "rejected": rejected,
-            "reject_reason": response.reject_reason,
-        }
+        await self._deliver(bundle, outcome.status, claimed, response)
+        envelope = response_envelope(outcome.answers, outcome.rejected, outcome.reject_reason)
+        return resolution_body(pending_id, True, outcome.status, envelope)
 
-    def _normalize_answers(
-        self, bundle: Bundle, answers: list[dict[str, Any]], rejected: bool
-    ) -> list[dict[str, Any]]:
-        if rejected:
-            if answers:
-                raise ValidationFailed("answers", "must be empty when rejected is true")
-            return []
-        by_question = {q.get("id"): q for q in bundle.questions}
-        seen: dict[str, dict[str, Any]] = {}
-        for i, answer in enumerate(answers):
-            qid = answer.get("question_id")
-            if qid not in by_question:
-                raise ValidationFailed(f"answers[{i}].question_id", "unknown question id")
-            if qid in seen:
-                raise ValidationFailed(f"answers[{i}].question_id", "duplicate answer")
-            option_ids = [o.get("option_id") for o in by_question[qid].get("options", [])]
-            selected = answer.get("selected_options") or []
-            for option in selected:
-                if option not in option_ids:
-                    raise ValidationFailed(
-                        f"answers[{i}].selected_options", f"unknown option id {option!r}"
-                    )
-            custom = (answer.get("custom_text") or "").strip()
-            # Options in the bundle's order, each once.
-            ordered = [o for o in option_ids if o in set(selected)]
-            seen[qid] = {"question_id": qid, "selected_options": ordered, "custom_text": custom}
-        return [seen[q["id"]] for q in bundle.questions if q.get("id") in seen]
+    async def _loser(self, pending_id: str) -> dict[str, Any]:
+        """R2: one re-read, no retry. A terminal status means a winner exists: replay it."""
+        async with self.db.read() as conn:
+            rows = sorted(await repo.find_bundle_messages(conn, pending_id), key=_question_order)
+        decided = [m for m in rows if m.metadata.get("status") in (repo.ANSWERED, repo.REJECTED)]
+        if not decided:
+            raise Conflict(NO_LONGER_ACTIVE)
+        status = decided[0].metadata["status"]
+        answers = [
+            m.metadata["response"] for m in rows if isinstance(m.metadata.get("response"), dict)
+        ]
+        # R2b: the winner's reason is not stored, so a replay carries "".
+        envelope = response_envelope(answers, status == repo.REJECTED, "")
+        return resolution_body(pending_id, False, status, envelope)
 
     async def _deliver(
         self,
