@@ -9,6 +9,7 @@ import typer
 
 from kandev import __version__
 from kandev.cli_admin import token_app, user_app
+from kandev.cli_questions import questions_app
 from kandev.config import Settings, default_data_dir, normalize_database_url
 
 app = typer.Typer(
@@ -19,6 +20,11 @@ app = typer.Typer(
 )
 app.add_typer(user_app, name="user", help="Manage users (offline, against the database).")
 app.add_typer(token_app, name="token", help="Manage personal access tokens (offline).")
+app.add_typer(
+    questions_app,
+    name="questions",
+    help="Answer agents from the terminal (KANDEV_URL, KANDEV_TOKEN).",
+)
 
 
 def _version(value: bool) -> None:

@@ -370,6 +370,26 @@ class ClarificationService:
                 raise NotFound(BUNDLE_NOT_FOUND) from None
         return bundle
 
+    async def list_pending(
+        self,
+        *,
+        workspace_id: str | None = None,
+        created_since: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Open questions the caller can see, from the durable rows (seed L1-L16)."""
+        from kandev.clarification.listing import list_pending_questions
+
+        return await list_pending_questions(
+            self.db,
+            self.clock,
+            workspace_id=workspace_id,
+            created_since=created_since,
+            cursor=cursor,
+            limit=limit,
+        )
+
     async def get_request(self, pending_id: str) -> dict[str, Any]:
         bundle = await self.authorized_bundle(pending_id)
         return {

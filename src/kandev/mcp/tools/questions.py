@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from kandev.mcp.tools.base import AGENT, ToolArgs, ToolContext, ToolSpec
+from pydantic import AliasChoices, Field, StringConstraints
+
+from kandev.clarification.inputs import AnswerInput
+from kandev.mcp.tools.base import AGENT, EXTERNAL, ToolArgs, ToolContext, ToolSpec
 
 
 class AskArgs(ToolArgs):
@@ -37,4 +40,65 @@ ASK_DESCRIPTION = (
     "a new prompt."
 )
 
-TOOLS = (ToolSpec("ask_user_question_kandev", ASK_DESCRIPTION, AskArgs, ask_user_question, AGENT),)
+
+class ListPendingArgs(ToolArgs):
+    workspace_id: Annotated[str, StringConstraints(max_length=64)] | None = None
+    created_since: Annotated[str, StringConstraints(max_length=64)] | None = None
+    cursor: Annotated[str, StringConstraints(max_length=512)] | None = None
+    limit: int | None = None  # clamped to 1..200 (default 50), never rejected
+
+
+class AnswerArgs(ToolArgs):
+    pending_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    answers: list[AnswerInput] | None = Field(default=None, max_length=64)
+    rejected: bool = False
+    reject_reason: Annotated[str, StringConstraints(max_length=100_000)] = Field(
+        default="", validation_alias=AliasChoices("reject_reason", "reason")
+    )
+
+
+async def list_pending_questions(ctx: ToolContext, args: ListPendingArgs) -> dict[str, Any]:
+    return await ctx.services.clarifications.list_pending(
+        workspace_id=args.workspace_id,
+        created_since=args.created_since,
+        cursor=args.cursor,
+        limit=args.limit,
+    )
+
+
+async def answer_question(ctx: ToolContext, args: AnswerArgs) -> dict[str, Any]:
+    answers = [a.model_dump() for a in args.answers] if args.answers is not None else None
+    return await ctx.services.clarifications.resolve_bundle(
+        args.pending_id, answers, args.rejected, args.reject_reason
+    )
+
+
+LIST_DESCRIPTION = (
+    "List the questions agents are waiting on, in the workspaces you can see, oldest first: "
+    '{"bundles": [{pending_id, task_id, session_id, created_at, age_seconds, context, '
+    "questions: [{question_id, title, prompt, status, options: [{option_id, label, "
+    'description}]}]}], "count", "next_cursor"}. Filter with workspace_id and created_since '
+    "(RFC 3339); page with cursor (pass next_cursor back; empty means no more) and limit "
+    "(default 50, at most 200). Answer with answer_question_kandev."
+)
+ANSWER_DESCRIPTION = (
+    "Answer (or decline) a question an agent is waiting on. Give pending_id and either "
+    "answers — exactly one entry per question: {question_id, selected_options: [option ids], "
+    "custom_text} — or rejected: true with an optional reason (at most 2000 characters). "
+    "Exactly one answer wins: the winner gets claimed: true; if someone answered first you get "
+    "claimed: false with the winning answer (a success, nothing to redo). A question that is "
+    "no longer open and was never answered is a CONFLICT error. Result: {success, pending_id, "
+    "claimed, status, response: {answers, rejected, reject_reason}}."
+)
+
+TOOLS = (
+    ToolSpec("ask_user_question_kandev", ASK_DESCRIPTION, AskArgs, ask_user_question, AGENT),
+    ToolSpec(
+        "list_pending_questions_kandev",
+        LIST_DESCRIPTION,
+        ListPendingArgs,
+        list_pending_questions,
+        EXTERNAL,
+    ),
+    ToolSpec("answer_question_kandev", ANSWER_DESCRIPTION, AnswerArgs, answer_question, EXTERNAL),
+)
