@@ -1,4 +1,4 @@
-"""The external pending-question list (seed spec L1–L16, D1–D7, M5/M5a) on SQLite and PostgreSQL.
+"""The external pending-question list (seed spec L1-L16, D1-D7, M5/M5a) on SQLite and PostgreSQL.
 
 Every test seeds rows directly (SQL inserts or repository.insert_bundle) and reads them back
 through `list_pending_questions`, the operation the MCP tool forwards to.
@@ -72,7 +72,11 @@ class World:
         async with self.db.write() as conn:
             await conn.execute(
                 insert(tasks).values(
-                    id=task_id, workspace_id=workspace_id, title=task_id, created_at=T0, updated_at=T0
+                    id=task_id,
+                    workspace_id=workspace_id,
+                    title=task_id,
+                    created_at=T0,
+                    updated_at=T0,
                 )
             )
 
@@ -330,7 +334,9 @@ async def test_mixed_bundle_is_listed_with_per_question_status(
     db: Database, clock: ManualClock, world: World
 ) -> None:
     where = await world.place("a")
-    await world.row("mixed", where, {"question_id": "q1", "question_index": 0, "status": "answered"})
+    await world.row(
+        "mixed", where, {"question_id": "q1", "question_index": 0, "status": "answered"}
+    )
     await world.row("mixed", where, {"question_id": "q2", "question_index": 1, "status": "pending"})
     await world.row("mixed", where, {"question_id": "q3", "question_index": 2, "status": "expired"})
     await world.row("mixed", where, {"question_id": "q4", "question_index": 3})
@@ -565,9 +571,7 @@ async def test_order_and_cursor_pagination_have_no_skips_or_duplicates(
     assert await walk(db, clock, limit=7) == [expected]
 
 
-async def test_pagination_is_not_a_snapshot(
-    db: Database, clock: ManualClock, world: World
-) -> None:
+async def test_pagination_is_not_a_snapshot(db: Database, clock: ManualClock, world: World) -> None:
     """D6: a bundle resolved between pages just disappears; nothing shifts; an earlier
     created_at than the cursor is not returned to its holder but is to a fresh call."""
     where = await world.place("a")
@@ -863,17 +867,14 @@ async def test_plan_uses_indexes_and_never_scans_all_messages(
     for s in range(40):
         task_id, session_id, turn_id = f"t{s:03d}", f"s{s:03d}", f"turn{s:03d}"
         workspace = ("w-u1", "w-u2", "", "w-gone")[s % 4]
-        task_rows.append(
-            {"id": task_id, "workspace_id": workspace, "title": "t", "created_at": T0}
-            | {"updated_at": T0}
-        )
+        stamps = {"created_at": T0, "updated_at": T0}
+        task_rows.append({"id": task_id, "workspace_id": workspace, "title": "t", **stamps})
         session_rows.append(
             {"id": session_id, "task_id": task_id, "state": "RUNNING", "started_at": T0}
             | {"updated_at": T0}
         )
         turn_rows.append(
-            {"id": turn_id, "session_id": session_id, "task_id": task_id, "started_at": T0}
-            | {"created_at": T0, "updated_at": T0}
+            {"id": turn_id, "session_id": session_id, "task_id": task_id, "started_at": T0} | stamps
         )
         for b in range(40):
             status = "pending" if b == 0 else "answered"
@@ -930,7 +931,8 @@ async def test_plan_uses_indexes_and_never_scans_all_messages(
     async with db.read() as conn:
         sql = str(query.compile(conn.sync_connection, compile_kwargs={"literal_binds": True}))
         if db.is_sqlite:
-            plan = [str(row[-1]) for row in (await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))]
+            found = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")
+            plan = [str(row[-1]) for row in found]
         else:
             plan = [str(row[0]) for row in await conn.exec_driver_sql(f"EXPLAIN {sql}")]
     detail = "\n".join(plan)

@@ -52,3 +52,10 @@ async def test_concurrent_read_modify_write_loses_no_update(db: Database) -> Non
             await conn.execute(select(kandev_meta.c.value).where(kandev_meta.c.key == "counter"))
         ).scalar_one()
     assert value == "20"
+
+
+async def test_a_nested_write_fails_fast_instead_of_deadlocking(db: Database) -> None:
+    async with db.write():
+        with pytest.raises(RuntimeError, match="nested db.write"):
+            async with db.write():
+                pass

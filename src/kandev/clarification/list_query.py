@@ -1,6 +1,6 @@
 """The external pending-question list: every active bundle the caller may see, keyset-paged.
 
-Seed spec L1–L16 with D1–D7 and M5/M5a; reference clarification-baseline §5.11. One query
+Seed spec L1-L16 with D1-D7 and M5/M5a; reference clarification-baseline §5.11. One query
 finds the page, one follow-up reads the rows of the bundles on it:
 
 1. `active_bundle` — the pending_ids of the bundles that are ACTIVE (D4), decided on their
@@ -119,7 +119,7 @@ def build_list_query(
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> Select[Any]:
-    """The page query: (pending_id, session_id, task_id, created_at) × at most limit + 1."""
+    """The page query: (pending_id, session_id, task_id, created_at) x at most limit + 1."""
     active = active_bundle_ids().cte("active_bundle")
     row = messages.alias("bundle_row")
     pending_id = json_key_text(row.c.metadata, PENDING_ID_KEY)

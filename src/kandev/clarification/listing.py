@@ -1,4 +1,4 @@
-"""`list_pending_questions`: the caller-facing list of active bundles (seed spec L1–L16).
+"""`list_pending_questions`: the caller-facing list of active bundles (seed spec L1-L16).
 
 Argument rules, so each surface (the MCP tool `list_pending_questions_kandev`) only forwards:
 - `workspace_id`: optional; '' means not supplied (L7a);

@@ -8,8 +8,10 @@ advisory locks inside the repositories that need them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _BEGIN_OPTION = "kandev_sqlite_begin"
+# The task inside db.write(): the same task opening a second write would wait on itself.
+# (A task spawned meanwhile inherits the value but is a different task, so it may write.)
+_writing_task: ContextVar[object | None] = ContextVar("kandev_writing_task", default=None)
 
 
 class Database:
@@ -36,6 +41,9 @@ class Database:
         else:
             kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
+        # SQLite has one writer. Queueing writers here, in order, instead of letting them
+        # poll the file lock keeps a burst of writes from ending in "database is locked".
+        self._write_lock: asyncio.Lock | None = None
         if self.is_sqlite:
             _install_sqlite_hooks(self.engine)
 
@@ -55,11 +63,23 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed on success, rolled back on any exception."""
-        async with self.engine.connect() as conn:
+        task = asyncio.current_task()
+        if task is not None and _writing_task.get() is task:
+            raise RuntimeError("nested db.write(): pass the open connection down instead")
+        token = _writing_task.set(task)
+        try:
             if self.is_sqlite:
-                conn = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
-            async with conn.begin():
-                yield conn
+                if self._write_lock is None:
+                    self._write_lock = asyncio.Lock()
+                async with self._write_lock, self.engine.connect() as conn:
+                    conn = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+                    async with conn.begin():
+                        yield conn
+            else:
+                async with self.engine.connect() as conn, conn.begin():
+                    yield conn
+        finally:
+            _writing_task.reset(token)
 
     async def dispose(self) -> None:
         await self.engine.dispose()

@@ -1,0 +1,566 @@
+"""Listing pending questions at scale: `list_pending_questions` against its own bare SQL.
+
+Seeds one database (SQLite file; with --postgres also PostgreSQL) with 200 workspaces owned
+by 10 users (20 each), 20,000 tasks with one session each, 100,000 answered bundles and
+2,000 pending ones (1-3 questions each, one chat message per bundle: ~400,000 messages),
+then measures a scoped caller who owns a tenth of the workspaces (200 of the pending bundles
+are theirs, interleaved with the 1,800 they may not see):
+
+1. the first 50-bundle page through `kandev.clarification.listing.list_pending_questions`
+   (the service function the MCP tool forwards to), p50/p95 over --calls calls;
+2. every page, walking next_cursor from the first page to the last;
+3. the bare floor: the same two SQL statements (page query + the page's rows), compiled
+   with literal values and run on the driver directly (stdlib sqlite3 / asyncpg);
+4. an unscoped caller (sees all 2,000) for comparison;
+5. SQLite only, unless --no-mcp: the same call over the real external MCP endpoint
+   (`kandev serve --auth` on the seeded data dir, official MCP client, a personal access
+   token of the scoped user).
+
+Run:  .venv/bin/python -m bench.bench_list [--calls 200] [--postgres URL|auto] [--no-mcp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, update
+
+from bench.common import kandev_server, percentile, print_json_line, summary_ms
+from kandev.auth.identity import Identity, acting_as
+from kandev.clarification.list_query import build_list_query, bundle_rows_query
+from kandev.clarification.listing import list_pending_questions
+from kandev.clock import ManualClock
+from kandev.db.engine import Database
+from kandev.db.migrate import upgrade_to_head
+from kandev.db.tables import (
+    task_session_messages,
+    task_session_turns,
+    task_sessions,
+    tasks,
+    workspaces,
+)
+
+USERS = 10
+WORKSPACES = 200
+TASKS = 20_000
+ANSWERED = 100_000
+PENDING = 2_000
+PAGE = 50
+SCOPED_USER = "u00"  # owns workspaces w000, w010, … (every tenth)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SPAN = timedelta(days=29)
+NOW = T0 + SPAN + timedelta(days=1)
+BATCH = 5_000
+TARGET_P50_MS = 25.0
+
+
+def _question(qid: str) -> dict[str, Any]:
+    return {
+        "id": qid,
+        "title": f"Decide {qid}",
+        "prompt": f"Which way should {qid} go?",
+        "options": [
+            {"option_id": f"{qid}-a", "label": "A", "description": "the first way"},
+            {"option_id": f"{qid}-b", "label": "B", "description": "the second way"},
+        ],
+    }
+
+
+def _bundle_rows(
+    pending_id: str,
+    session: int,
+    turn: str,
+    created: datetime,
+    n: int,
+    status: str,
+    task_id: str,
+) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(n):
+        qid = f"q{i + 1}"
+        metadata: dict[str, Any] = {
+            "pending_id": pending_id,
+            "question_id": qid,
+            "question": _question(qid),
+            "question_index": i,
+            "question_total": n,
+            "context": "bench",
+            "status": status,
+        }
+        if status == "answered":
+            metadata["response"] = {"question_id": qid, "selected_options": [f"{qid}-a"]}
+        stamp = created + timedelta(microseconds=i)
+        rows.append(
+            {
+                "id": f"{pending_id}-m{i}",
+                "session_id": f"s{session:05d}",
+                "task_id": task_id,
+                "turn_id": turn,
+                "author_type": "agent",
+                "author_id": "",
+                "type": "clarification_request",
+                "content": metadata["question"]["prompt"],
+                "requests_input": i == n - 1,
+                "metadata": metadata,
+                "created_at": stamp,
+                "updated_at": stamp,
+            }
+        )
+    rows.append(
+        {
+            "id": f"{pending_id}-chat",
+            "session_id": f"s{session:05d}",
+            "task_id": task_id,
+            "turn_id": turn,
+            "author_type": "agent",
+            "author_id": "",
+            "type": "message",
+            "content": "working on it",
+            "requests_input": False,
+            "metadata": {},
+            "created_at": created - timedelta(seconds=1),
+            "updated_at": created - timedelta(seconds=1),
+        }
+    )
+    return rows
+
+
+def pending_session(j: int) -> int:
+    """Distinct sessions for the pending bundles, spread over every workspace (9973 is prime):
+    exactly the bundles with j % 10 == 0 land in the scoped user's workspaces."""
+    return (j * 9973) % TASKS
+
+
+async def _insert(db: Database, table: Any, rows: Iterable[dict[str, Any]], label: str) -> int:
+    """Batched executemany (one transaction per batch), with progress; returns the count."""
+    start, done, batch = time.perf_counter(), 0, []
+
+    async def flush() -> None:
+        nonlocal done, batch
+        async with db.write() as conn:
+            await conn.execute(insert(table), batch)
+        done += len(batch)
+        batch = []
+        print(f"\r  {label:<10} {done:>8,} rows", end="", flush=True)
+
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            await flush()
+    if batch:
+        await flush()
+    print(f"  ({time.perf_counter() - start:.1f} s)")
+    return done
+
+
+async def seed(db: Database) -> int:
+    """The data set; returns the number of messages written."""
+    await _insert(
+        db,
+        workspaces,
+        [
+            {
+                "id": f"w{w:03d}",
+                "name": f"workspace {w}",
+                "owner_id": f"u{w % USERS:02d}",
+                "created_at": T0,
+                "updated_at": T0,
+            }
+            for w in range(WORKSPACES)
+        ],
+        "workspaces",
+    )
+    await _insert(
+        db,
+        tasks,
+        [
+            {
+                "id": f"t{t:05d}",
+                "workspace_id": f"w{t % WORKSPACES:03d}",
+                "title": f"task {t}",
+                "created_at": T0,
+                "updated_at": T0,
+            }
+            for t in range(TASKS)
+        ],
+        "tasks",
+    )
+    live = {pending_session(j) for j in range(PENDING)}
+    states = ("IDLE", "COMPLETED", "RUNNING", "FAILED", "WAITING_FOR_INPUT")
+    await _insert(
+        db,
+        task_sessions,
+        [
+            {
+                "id": f"s{s:05d}",
+                "task_id": f"t{s:05d}",
+                "state": "WAITING_FOR_INPUT" if s in live else states[s % len(states)],
+                "started_at": T0,
+                "updated_at": T0,
+            }
+            for s in range(TASKS)
+        ],
+        "sessions",
+    )
+    turns = []
+    for s in range(TASKS):  # an older turn and the current one
+        for name, started in (("a", T0), ("b", T0 + timedelta(days=1))):
+            turns.append(
+                {
+                    "id": f"s{s:05d}-{name}",
+                    "session_id": f"s{s:05d}",
+                    "task_id": f"t{s:05d}",
+                    "started_at": started,
+                    "created_at": started,
+                    "updated_at": started,
+                }
+            )
+    await _insert(db, task_session_turns, turns, "turns")
+    return await _insert(db, task_session_messages, _messages(), "messages")
+
+
+def _messages() -> Iterator[dict[str, Any]]:
+    answered_step = SPAN / ANSWERED
+    for k in range(ANSWERED):
+        session = (k * 7) % TASKS
+        yield from _bundle_rows(
+            f"a{k:06d}",
+            session,
+            f"s{session:05d}-{'ab'[k % 2]}",
+            T0 + answered_step * k,
+            k % 3 + 1,
+            ("answered", "answered", "rejected", "expired")[k % 4],
+            f"t{session:05d}",
+        )
+    pending_step = SPAN / PENDING
+    for j in range(PENDING):
+        session = pending_session(j)
+        yield from _bundle_rows(
+            f"p{j:05d}",
+            session,
+            f"s{session:05d}-b",
+            T0 + pending_step * j + timedelta(seconds=3),
+            j % 3 + 1,
+            "pending",
+            "" if j % 20 == 0 else f"t{session:05d}",  # some legacy empty task ids (M5)
+        )
+
+
+async def timed(n: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
+    await call()  # warm-up (statement caches, pages)
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await call()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+async def service_first_page(db: Database, clock: ManualClock, who: Identity | None, n: int):
+    async def call() -> dict[str, Any]:
+        with acting_as(who):
+            result = await list_pending_questions(db, clock, limit=PAGE)
+        assert result["count"] == PAGE, result["count"]
+        return result
+
+    return await timed(n, call)
+
+
+async def service_walk(
+    db: Database, clock: ManualClock, who: Identity | None, walks: int
+) -> tuple[list[float], int, int]:
+    """Per-page latencies over `walks` full walks; (latencies, pages per walk, bundles)."""
+    latencies: list[float] = []
+    pages = seen = 0
+    for _ in range(walks + 1):  # the first walk warms up
+        cursor, pages, seen, walk = "", 0, 0, []
+        while True:
+            start = time.perf_counter()
+            with acting_as(who):
+                result = await list_pending_questions(db, clock, limit=PAGE, cursor=cursor)
+            walk.append(time.perf_counter() - start)
+            pages += 1
+            seen += result["count"]
+            cursor = result["next_cursor"]
+            if not cursor:
+                break
+        if _ > 0:
+            latencies += walk
+    return latencies, pages, seen
+
+
+def _statements(db: Database, user_id: str | None, page_ids: list[str]) -> tuple[str, str]:
+    """The service's two statements with literal values (what the bare floor runs)."""
+    dialect = db.engine.sync_engine.dialect
+    literal = {"literal_binds": True}
+    page = build_list_query(
+        user_id=user_id, workspace_id=None, created_since=None, after=None, limit=PAGE
+    )
+    rows = bundle_rows_query(page_ids)
+    return (
+        str(page.compile(dialect=dialect, compile_kwargs=literal)),
+        str(rows.compile(dialect=dialect, compile_kwargs=literal)),
+    )
+
+
+def bare_sqlite(path: str, statements: tuple[str, str], n: int) -> list[float]:
+    page_sql, rows_sql = statements
+    conn = sqlite3.connect(path)
+    try:
+        out = []
+        for i in range(n + 1):
+            start = time.perf_counter()
+            assert len(conn.execute(page_sql).fetchall()) == PAGE + 1
+            conn.execute(rows_sql).fetchall()
+            if i:
+                out.append(time.perf_counter() - start)
+        return out
+    finally:
+        conn.close()
+
+
+async def bare_postgres(url: str, statements: tuple[str, str], n: int) -> list[float]:
+    import asyncpg
+
+    page_sql, rows_sql = statements
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        out = []
+        for i in range(n + 1):
+            start = time.perf_counter()
+            assert len(await conn.fetch(page_sql)) == PAGE + 1
+            await conn.fetch(rows_sql)
+            if i:
+                out.append(time.perf_counter() - start)
+        return out
+    finally:
+        await conn.close()
+
+
+async def explain(db: Database, statements: tuple[str, str]) -> str:
+    async with db.read() as conn:
+        if db.is_sqlite:
+            plan = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statements[0]}")
+            return "\n".join(f"    {row[-1]}" for row in plan)
+        plan = await conn.exec_driver_sql(f"EXPLAIN ANALYZE {statements[0]}")
+        return "\n".join(f"    {row[0]}" for row in plan)
+
+
+async def run_database(name: str, db: Database, calls: int, bare: Callable[..., Any]) -> dict:
+    print(f"\n== {name}: seeding ==")
+    start = time.perf_counter()
+    await upgrade_to_head(db)
+    messages = await seed(db)
+    async with db.write() as conn:
+        await conn.exec_driver_sql("ANALYZE")
+    seed_s = time.perf_counter() - start
+    print(f"  {messages:,} messages in {seed_s:.0f} s")
+
+    clock = ManualClock(NOW)
+    scoped = Identity(user_id=SCOPED_USER)
+    with acting_as(scoped):
+        first = await list_pending_questions(db, clock, limit=PAGE)
+    page_ids = [b["pending_id"] for b in first["bundles"]]
+    statements = _statements(db, SCOPED_USER, page_ids)
+    print("  plan of the page query (scoped):")
+    print(await explain(db, statements))
+
+    print(f"== {name}: measuring ==")
+    first_page = await service_first_page(db, clock, scoped, calls)
+    walk, pages, seen = await service_walk(db, clock, scoped, max(1, calls // 4))
+    unscoped = await service_first_page(db, clock, None, calls)
+    floor = await bare(statements, calls)
+    unscoped_floor = await bare(_statements(db, None, []), calls)
+    figures = {
+        "first_page": first_page,
+        "walk": walk,
+        "walk_pages": pages,
+        "walk_bundles": seen,
+        "unscoped": unscoped,
+        "floor": floor,
+        "unscoped_floor": unscoped_floor,
+        "seed_s": seed_s,
+        "messages": messages,
+    }
+    report(name, figures)
+    return figures
+
+
+def report(name: str, f: dict[str, Any]) -> None:
+    ratio = percentile(f["first_page"], 50) / percentile(f["floor"], 50)
+    print(f"\n{name}: scoped caller ({SCOPED_USER}, 20 of 200 workspaces), {PAGE}-bundle pages")
+    print(f"  first page, service        : {summary_ms(f['first_page'])}")
+    print(f"  first page, bare SQL floor : {summary_ms(f['floor'])}")
+    print(f"  ratio p50 service / bare   : {ratio:.2f}x")
+    print(
+        f"  cursor walk ({f['walk_pages']} pages, {f['walk_bundles']} bundles): "
+        f"{summary_ms(f['walk'])}"
+    )
+    print(f"  unscoped first page        : {summary_ms(f['unscoped'])}")
+    print(f"  unscoped bare SQL floor    : {summary_ms(f['unscoped_floor'])}")
+
+
+def _kandev(home: Path, *args: str) -> str:
+    env = {**os.environ, "KANDEV_HOME": str(home), "KANDEV_USER_PASSWORD": "bench-password-1"}
+    env.pop("KANDEV_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "kandev", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+async def over_mcp(home: Path, db: Database, calls: int) -> dict[str, Any]:
+    """The MCP tool on `kandev serve --auth`, as the scoped user with a personal token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    email = "u00@bench.invalid"
+    created = _kandev(home, "user", "create", "--email", email)  # "... (id <id>)"
+    user_id = created.rsplit("(id ", 1)[1].rstrip(")")
+    async with db.write() as conn:  # the seeded workspaces of u00 now belong to the real user
+        await conn.execute(
+            update(workspaces).where(workspaces.c.owner_id == SCOPED_USER).values(owner_id=user_id)
+        )
+    await db.dispose()
+    token = _kandev(home, "token", "create", "--email", email)
+    latencies: list[float] = []
+    walk: list[float] = []
+    with kandev_server(home, "--auth") as (url, _proc):
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+        ):
+
+            async def call(cursor: str = "") -> dict[str, Any]:
+                args: dict[str, Any] = {"limit": PAGE}
+                if cursor:
+                    args["cursor"] = cursor
+                result = await client.call_tool("list_pending_questions_kandev", args)
+                assert not result.is_error, result
+                return result.structured_content
+
+            assert (await call())["count"] == PAGE
+            for _ in range(calls):
+                start = time.perf_counter()
+                await call()
+                latencies.append(time.perf_counter() - start)
+            cursor, seen = "", 0
+            for _ in range(25):
+                while True:
+                    start = time.perf_counter()
+                    page = await call(cursor)
+                    walk.append(time.perf_counter() - start)
+                    seen += page["count"]
+                    cursor = page["next_cursor"]
+                    if not cursor:
+                        break
+    print(f"\nSQLite over the external MCP endpoint (kandev serve --auth, {email}):")
+    print(f"  first page, MCP tool call  : {summary_ms(latencies)}")
+    print(f"  cursor walk, MCP           : {summary_ms(walk)}  ({seen // 25} bundles per walk)")
+    return {"first_page": latencies, "walk": walk}
+
+
+async def _postgres_url(arg: str) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """A fresh database next to the given one (or on a throwaway server for `auto`)."""
+    import asyncpg
+
+    server = None
+    if arg == "auto":
+        from tests.pg_server import start_pg_server
+
+        server = start_pg_server()
+        admin = server.admin_url
+    else:
+        admin = arg.replace("postgresql+asyncpg://", "postgresql://")
+    name = f"kandev_bench_list_{os.getpid()}"
+    conn = await asyncpg.connect(admin)
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    base, _, _ = admin.rpartition("/")
+    url = f"{base}/{name}".replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await conn.close()
+        if server is not None:
+            server.stop()
+
+    return url, drop
+
+
+def _ms(values: list[float], p: float) -> float:
+    return round(percentile(values, p) * 1000, 3)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--postgres", default="", help="postgresql://… admin URL, or 'auto'")
+    parser.add_argument("--no-mcp", action="store_true")
+    args = parser.parse_args()
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        path = home / "kandev.db"
+        db = Database(f"sqlite+aiosqlite:///{path}")
+
+        async def sqlite_bare(statements: tuple[str, str], n: int) -> list[float]:
+            return bare_sqlite(str(path), statements, n)
+
+        results["sqlite"] = await run_database("SQLite", db, args.calls, sqlite_bare)
+        if not args.no_mcp:
+            results["sqlite_mcp"] = await over_mcp(home, db, args.calls)
+        await db.dispose()
+
+    if args.postgres:
+        url, drop = await _postgres_url(args.postgres)
+        pg = Database(url)
+        try:
+
+            async def pg_bare(statements: tuple[str, str], n: int) -> list[float]:
+                return await bare_postgres(url, statements, n)
+
+            results["postgres"] = await run_database("PostgreSQL", pg, args.calls, pg_bare)
+        finally:
+            await pg.dispose()
+            await drop()
+
+    sqlite_p50 = _ms(results["sqlite"]["first_page"], 50)
+    verdict = "met" if sqlite_p50 <= TARGET_P50_MS else "MISSED"
+    print(f"\ntarget: SQLite first page p50 ≤ {TARGET_P50_MS:.0f} ms → {sqlite_p50} ms ({verdict})")
+    figures: dict[str, Any] = {"calls": args.calls, "page": PAGE, "target_p50_ms": TARGET_P50_MS}
+    for name, f in results.items():
+        for key in ("first_page", "walk", "unscoped", "floor", "unscoped_floor"):
+            if key in f:
+                figures[f"{name}_{key}_p50_ms"] = _ms(f[key], 50)
+                figures[f"{name}_{key}_p95_ms"] = _ms(f[key], 95)
+        if "floor" in f:
+            figures[f"{name}_ratio_p50"] = round(
+                percentile(f["first_page"], 50) / percentile(f["floor"], 50), 2
+            )
+            figures[f"{name}_messages"] = f["messages"]
+    print_json_line("list", **figures)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
