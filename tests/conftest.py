@@ -87,7 +87,7 @@ async def database_url(database_kind: str, tmp_path: Path, pg_server: PgServer |
 
 
 @pytest.fixture
-async def sqlite_url(tmp_path: Path) -> str:
+def sqlite_url(tmp_path: Path) -> str:
     return normalize_database_url("", tmp_path)
 
 

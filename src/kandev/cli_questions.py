@@ -51,6 +51,8 @@ def _run(action: Callable[[], Awaitable[int]]) -> None:
     except McpCallFailed as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except typer.BadParameter:
+        raise  # usage errors keep their own message and exit code (2)
     except Exception as exc:  # connection refused, 401, …: say what, not a traceback
         typer.echo(f"error: could not reach Kandev: {_describe(exc)}", err=True)
         raise typer.Exit(1) from None

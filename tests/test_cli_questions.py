@@ -1,0 +1,81 @@
+"""`kandev questions list|answer` against a real server, over its external MCP endpoint."""
+
+from __future__ import annotations
+
+import httpx
+from typer.testing import CliRunner
+
+from kandev.cli import app
+from tests.conftest import free_port
+
+QUESTIONS = [
+    {
+        "id": "pick",
+        "prompt": "Pick some",
+        "options": [
+            {"option_id": "a", "label": "Alpha", "description": "first"},
+            {"option_id": "b", "label": "Beta", "description": "second"},
+        ],
+    },
+    {
+        "prompt": "Anything else?",
+        "options": [
+            {"label": "No", "description": "done"},
+            {"label": "Yes", "description": "more"},
+        ],
+    },
+]
+
+
+def _question(url: str) -> str:
+    with httpx.Client(base_url=url) as http:
+        ws = http.post("/api/v1/workspaces", json={"name": "W"}).json()
+        flow = http.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "F"}).json()
+        task = http.post(
+            "/api/v1/tasks",
+            json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": "T"},
+        ).json()
+        sid = http.post(f"/api/v1/tasks/{task['id']}/sessions", json={}).json()["id"]
+        http.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "go"})
+        r = http.post(
+            "/api/v1/clarification/request", json={"session_id": sid, "questions": QUESTIONS}
+        )
+        return r.json()["pending_id"]
+
+
+def test_list_and_answer_from_the_terminal(live_server_factory, sqlite_url) -> None:
+    server = live_server_factory(sqlite_url)
+    pending_id = _question(server.url)
+    runner = CliRunner()
+    env = {"KANDEV_URL": server.url, "KANDEV_TOKEN": ""}
+
+    listed = runner.invoke(app, ["questions", "list"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert pending_id in listed.output
+    assert "Pick some" in listed.output and "Alpha" in listed.output
+    assert "q2_opt1" in listed.output  # the ids to type come with the list
+
+    missing = runner.invoke(app, ["questions", "answer", pending_id, "--option", "pick=a"], env=env)
+    assert missing.exit_code == 2 and "q2" in missing.output, missing.output
+
+    answered = runner.invoke(
+        app,
+        ["questions", "answer", pending_id, "-o", "pick=a", "-o", "pick=b", "-t", "q2=ship it"],
+        env=env,
+    )
+    assert answered.exit_code == 0, answered.output
+    assert "Answered" in answered.output and "pick: a, b" in answered.output
+
+    again = runner.invoke(app, ["questions", "answer", pending_id, "--reject", "late"], env=env)
+    assert again.exit_code == 0, again.output
+    assert "Someone answered first (answered)" in again.output
+
+    empty = runner.invoke(app, ["questions", "list"], env=env)
+    assert "No agent is waiting" in empty.output
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    env = {"KANDEV_URL": f"http://127.0.0.1:{free_port()}"}
+    result = CliRunner().invoke(app, ["questions", "list"], env=env)
+    assert result.exit_code == 1
+    assert "could not reach Kandev" in result.output
