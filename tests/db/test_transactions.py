@@ -56,6 +56,6 @@ async def test_concurrent_read_modify_write_loses_no_update(db: Database) -> Non
 
 async def test_a_nested_write_fails_fast_instead_of_deadlocking(db: Database) -> None:
     async with db.write():
-        with pytest.raises(RuntimeError, match="nested db.write"):
+        with pytest.raises(RuntimeError, match=r"nested db\.write"):
             async with db.write():
                 pass
