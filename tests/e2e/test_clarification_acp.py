@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.e2e.board_helpers import make_task, messages, scripted_profile
+from tests.mcp.conftest import mcp_client, ok
 from tests.server_process import start_serve, wait_for_health
 from tests.sse_client import SseStream, of_type, sse_stream
 
@@ -166,6 +167,10 @@ async def test_killed_server_restarts_with_the_question_open(tmp_path: Path) -> 
             assert session["pending_action"] == "clarification"
             task_now = (await client.get(f"/api/v1/tasks/{task['id']}")).json()
             assert task_now["task_pending_action"] == "clarification"
+            # The external list reads the durable rows: the question survived the crash.
+            async with mcp_client(f"{url}/mcp") as external:
+                listed = ok(await external.call_tool("list_pending_questions_kandev", {}))
+            assert [b["pending_id"] for b in listed["bundles"]] == [pending_id]
             async with sse_stream(client, params={"task_id": task["id"]}) as events:
                 r = await client.post(
                     f"/api/v1/clarification/{pending_id}/respond", json={"answers": ANSWERS}
