@@ -273,15 +273,7 @@ class SessionRecorder:
                     "created_at": self.clock.now(),
                 },
             )
-            if owner_id is None:
-                owner_id = await task_owner_id(conn, session.task_id)
-            events.add(
-                "session.message.added",
-                {"message": message.to_json()},
-                task_id=session.task_id,
-                session_id=session.id,
-                owner_id=owner_id,
-            )
+            await self._message_event(conn, events, "added", message, owner_id)
             return message
 
     async def update_message(
@@ -300,16 +292,26 @@ class SessionRecorder:
             updated = Message(
                 **{**message.__dict__, "content": content, "metadata": metadata, "updated_at": now}
             )
-            if owner_id is None:
-                owner_id = await task_owner_id(conn, message.task_id)
-            events.add(
-                "session.message.updated",
-                {"message": updated.to_json()},
-                task_id=message.task_id,
-                session_id=message.session_id,
-                owner_id=owner_id,
-            )
+            await self._message_event(conn, events, "updated", updated, owner_id)
             return updated
+
+    async def _message_event(
+        self,
+        conn: AsyncConnection,
+        events: PendingEvents,
+        kind: str,
+        message: Message,
+        owner_id: str | None,
+    ) -> None:
+        if owner_id is None:
+            owner_id = await task_owner_id(conn, message.task_id)
+        events.add(
+            f"session.message.{kind}",
+            {"message": message.to_json()},
+            task_id=message.task_id,
+            session_id=message.session_id,
+            owner_id=owner_id,
+        )
 
     async def publish_messages(self, messages: list[Message], *, added: bool = False) -> None:
         """Announce rows changed by a clarification transition, with each session's
