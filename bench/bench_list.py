@@ -2,15 +2,15 @@
 
 Seeds one database (SQLite file; with --postgres also PostgreSQL) with 200 workspaces owned
 by 10 users (20 each), 20,000 tasks with one session each, 100,000 answered bundles and
-2,000 pending ones (1-3 questions each, one chat message per bundle: ~400,000 messages),
+2,000 pending ones (1-3 questions each, one chat message per bundle: ~306,000 messages),
 then measures a scoped caller who owns a tenth of the workspaces (200 of the pending bundles
 are theirs, interleaved with the 1,800 they may not see):
 
 1. the first 50-bundle page through `kandev.clarification.listing.list_pending_questions`
    (the service function the MCP tool forwards to), p50/p95 over --calls calls;
 2. every page, walking next_cursor from the first page to the last;
-3. the bare floor: the same two SQL statements (page query + the page's rows), compiled
-   with literal values and run on the driver directly (stdlib sqlite3 / asyncpg);
+3. the bare floor: the same SQL statement (the page and its bundles' rows), compiled with
+   literal values and run on the driver directly (stdlib sqlite3 / asyncpg);
 4. an unscoped caller (sees all 2,000) for comparison;
 5. SQLite only, unless --no-mcp: the same call over the real external MCP endpoint
    (`kandev serve --auth` on the seeded data dir, official MCP client, a personal access
@@ -38,7 +38,7 @@ from sqlalchemy import insert, update
 
 from bench.common import kandev_server, percentile, print_json_line, summary_ms
 from kandev.auth.identity import Identity, acting_as
-from kandev.clarification.list_query import build_list_query, bundle_rows_query
+from kandev.clarification.list_query import build_list_query
 from kandev.clarification.listing import list_pending_questions
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
@@ -63,6 +63,7 @@ SPAN = timedelta(days=29)
 NOW = T0 + SPAN + timedelta(days=1)
 BATCH = 5_000
 TARGET_P50_MS = 25.0
+TTY = sys.stdout.isatty()
 
 
 def _question(qid: str) -> dict[str, Any]:
@@ -152,7 +153,10 @@ async def _insert(db: Database, table: Any, rows: Iterable[dict[str, Any]], labe
             await conn.execute(insert(table), batch)
         done += len(batch)
         batch = []
-        print(f"\r  {label:<10} {done:>8,} rows", end="", flush=True)
+        if TTY:
+            print(f"\r  {label:<10} {done:>8,} rows", end="", flush=True)
+        elif done % 100_000 == 0:
+            print(f"  {label:<10} {done:>8,} rows …", flush=True)
 
     for row in rows:
         batch.append(row)
@@ -160,7 +164,8 @@ async def _insert(db: Database, table: Any, rows: Iterable[dict[str, Any]], labe
             await flush()
     if batch:
         await flush()
-    print(f"  ({time.perf_counter() - start:.1f} s)")
+    elapsed = f"({time.perf_counter() - start:.1f} s)"
+    print(f"  {elapsed}" if TTY else f"  {label:<10} {done:>8,} rows {elapsed}")
     return done
 
 
@@ -300,29 +305,26 @@ async def service_walk(
     return latencies, pages, seen
 
 
-def _statements(db: Database, user_id: str | None, page_ids: list[str]) -> tuple[str, str]:
-    """The service's two statements with literal values (what the bare floor runs)."""
-    dialect = db.engine.sync_engine.dialect
-    literal = {"literal_binds": True}
-    page = build_list_query(
+def _statement(db: Database, user_id: str | None) -> str:
+    """The service's one statement for the first page, with literal values (the floor)."""
+    query = build_list_query(
         user_id=user_id, workspace_id=None, created_since=None, after=None, limit=PAGE
     )
-    rows = bundle_rows_query(page_ids)
-    return (
-        str(page.compile(dialect=dialect, compile_kwargs=literal)),
-        str(rows.compile(dialect=dialect, compile_kwargs=literal)),
-    )
+    dialect = db.engine.sync_engine.dialect
+    return str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
 
 
-def bare_sqlite(path: str, statements: tuple[str, str], n: int) -> list[float]:
-    page_sql, rows_sql = statements
+def _bundles(rows: list[Any]) -> int:
+    return len({row[0] for row in rows})
+
+
+def bare_sqlite(path: str, statement: str, n: int) -> list[float]:
     conn = sqlite3.connect(path)
     try:
         out = []
         for i in range(n + 1):
             start = time.perf_counter()
-            assert len(conn.execute(page_sql).fetchall()) == PAGE + 1
-            conn.execute(rows_sql).fetchall()
+            assert _bundles(conn.execute(statement).fetchall()) == PAGE + 1
             if i:
                 out.append(time.perf_counter() - start)
         return out
@@ -330,17 +332,15 @@ def bare_sqlite(path: str, statements: tuple[str, str], n: int) -> list[float]:
         conn.close()
 
 
-async def bare_postgres(url: str, statements: tuple[str, str], n: int) -> list[float]:
+async def bare_postgres(url: str, statement: str, n: int) -> list[float]:
     import asyncpg
 
-    page_sql, rows_sql = statements
     conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
     try:
         out = []
         for i in range(n + 1):
             start = time.perf_counter()
-            assert len(await conn.fetch(page_sql)) == PAGE + 1
-            await conn.fetch(rows_sql)
+            assert _bundles(await conn.fetch(statement)) == PAGE + 1
             if i:
                 out.append(time.perf_counter() - start)
         return out
@@ -348,12 +348,12 @@ async def bare_postgres(url: str, statements: tuple[str, str], n: int) -> list[f
         await conn.close()
 
 
-async def explain(db: Database, statements: tuple[str, str]) -> str:
+async def explain(db: Database, statement: str) -> str:
     async with db.read() as conn:
         if db.is_sqlite:
-            plan = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statements[0]}")
+            plan = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")
             return "\n".join(f"    {row[-1]}" for row in plan)
-        plan = await conn.exec_driver_sql(f"EXPLAIN ANALYZE {statements[0]}")
+        plan = await conn.exec_driver_sql(f"EXPLAIN ANALYZE {statement}")
         return "\n".join(f"    {row[0]}" for row in plan)
 
 
@@ -369,19 +369,16 @@ async def run_database(name: str, db: Database, calls: int, bare: Callable[..., 
 
     clock = ManualClock(NOW)
     scoped = Identity(user_id=SCOPED_USER)
-    with acting_as(scoped):
-        first = await list_pending_questions(db, clock, limit=PAGE)
-    page_ids = [b["pending_id"] for b in first["bundles"]]
-    statements = _statements(db, SCOPED_USER, page_ids)
-    print("  plan of the page query (scoped):")
-    print(await explain(db, statements))
+    statement = _statement(db, SCOPED_USER)
+    print("  plan of the list statement (scoped caller, first page):")
+    print(await explain(db, statement))
 
     print(f"== {name}: measuring ==")
     first_page = await service_first_page(db, clock, scoped, calls)
     walk, pages, seen = await service_walk(db, clock, scoped, max(1, calls // 4))
     unscoped = await service_first_page(db, clock, None, calls)
-    floor = await bare(statements, calls)
-    unscoped_floor = await bare(_statements(db, None, []), calls)
+    floor = await bare(statement, calls)
+    unscoped_floor = await bare(_statement(db, None), calls)
     figures = {
         "first_page": first_page,
         "walk": walk,
@@ -524,8 +521,8 @@ async def main() -> None:
         path = home / "kandev.db"
         db = Database(f"sqlite+aiosqlite:///{path}")
 
-        async def sqlite_bare(statements: tuple[str, str], n: int) -> list[float]:
-            return bare_sqlite(str(path), statements, n)
+        async def sqlite_bare(statement: str, n: int) -> list[float]:
+            return bare_sqlite(str(path), statement, n)
 
         results["sqlite"] = await run_database("SQLite", db, args.calls, sqlite_bare)
         if not args.no_mcp:
@@ -537,8 +534,8 @@ async def main() -> None:
         pg = Database(url)
         try:
 
-            async def pg_bare(statements: tuple[str, str], n: int) -> list[float]:
-                return await bare_postgres(url, statements, n)
+            async def pg_bare(statement: str, n: int) -> list[float]:
+                return await bare_postgres(url, statement, n)
 
             results["postgres"] = await run_database("PostgreSQL", pg, args.calls, pg_bare)
         finally:

@@ -418,8 +418,28 @@ async def test_a_bundle_the_claim_would_refuse_as_malformed_is_not_listed(
     await world.bundle("typed", a, when=3)
     await world.row("typed", a, {"question_id": "q9"}, when=4, type="message")
     await world.bundle("fine", b, when=5)
+    await world.row("", a, {"question_id": "q1"}, when=6)  # no bundle at all
+    await world.row("x", a, {"question_id": "q1"}, when=7, with_pending_id=False)
 
     assert await ids(db, clock) == ["fine"]
+
+
+async def test_a_bundle_whose_rows_name_different_tasks_is_not_listed(
+    db: Database, clock: ManualClock, world: World
+) -> None:
+    """Only hand-edited data: the rows resolve (M5) to two tasks, so there is no one task
+    to authorize against; agreeing rows (empty or the session's task) are fine."""
+    await world.task("t-other")
+    a = await world.place("a")
+    await world.row("mixed", a, {"question_id": "q1", "question_index": 0}, when=1)
+    await world.row(
+        "mixed", a, {"question_id": "q2", "question_index": 1}, task_id="t-other", when=2
+    )
+    await world.row("agree", a, {"question_id": "q1", "question_index": 0}, task_id="", when=3)
+    await world.row("agree", a, {"question_id": "q2", "question_index": 1}, when=4)
+
+    assert await ids(db, clock) == ["agree"]
+    assert (await listing(db, clock))["bundles"][0]["task_id"] == "t-a"
 
 
 # --- M5 / M5a: the task a bundle belongs to ----------------------------------------------------
@@ -493,6 +513,16 @@ async def test_scoped_caller_with_no_visible_workspace_still_sees_empty_and_dang
     await world.bundle("p-u2", await world.place("u2", "w-u2"), when=4)
 
     assert await ids(db, clock, U3) == ["p-empty", "p-dangling"]
+
+
+async def test_empty_task_workspace_is_visible_even_if_a_workspace_row_has_id_empty(
+    db: Database, clock: ManualClock, world: World
+) -> None:
+    """L1c disjunct 1 is its own test on the task, as in authorize_task (D5)."""
+    await world.workspace("", owner="u2")
+    await world.bundle("p-empty", await world.place("empty", ""), when=1)
+
+    assert await ids(db, clock, U1) == ["p-empty"]
 
 
 async def test_workspace_filter_narrows_and_hides_inaccessible_workspaces(
@@ -692,6 +722,7 @@ def _b64(raw: bytes) -> str:
         "2026-13-01T00:00:00Z",
         "2026-01-01T25:00:00Z",
         "1767225600",
+        "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
     ],
 )
 async def test_unparseable_created_since_is_a_validation_error(
@@ -940,7 +971,13 @@ async def test_plan_uses_indexes_and_never_scans_all_messages(
     assert PENDING_INDEX in detail, detail
     assert PENDING_ID_INDEX in detail, detail
     if db.is_sqlite:
-        aliases = ("pending_row", "bundle_row", "bundle_sibling", "task_session_messages")
+        aliases = (
+            "pending_row",
+            "bundle_row",
+            "bundle_sibling",
+            "page_row",
+            "task_session_messages",
+        )
         for line in plan:
             words = line.split()
             if len(words) >= 2 and words[0] in ("SCAN", "SEARCH") and words[1] in aliases:

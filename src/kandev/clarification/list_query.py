@@ -1,35 +1,38 @@
 """The external pending-question list: every active bundle the caller may see, keyset-paged.
 
 Seed spec L1-L16 with D1-D7 and M5/M5a; reference clarification-baseline §5.11. One query
-finds the page, one follow-up reads the rows of the bundles on it:
+finds the page, one follow-up reads the rows of the bundles on it. The page query:
 
-1. `active_bundle` — the pending_ids of the bundles that are ACTIVE (D4), decided on their
-   pending-ish rows with the repository's own predicates (the ones the claim uses): pending
-   status, on its session's current turn (`sessions.turns.current_turn_id_subquery`), the
-   session not terminal, and the bundle well formed (one type, session and turn — what the
-   claim requires, so the list never offers a bundle no answer can claim). Those rows come
-   from the partial index ix_task_session_messages_pending_clarification (migration 0003),
-   not from a scan of all messages.
-2. `bundle` — per active bundle, over ALL its rows (index ix_task_session_messages_pending_id):
-   created_at = MIN (D1), the message task id, and whether any row lacks a question_id
-   (L16) or carries the autopilot `parent_question` marker.
-3. the page — the bundle joined to its session and, through M5's rule (message task id, else
-   the session's), to its task. The task join is inner, so an unresolvable bundle is omitted
-   for everyone (M5a). Visibility (L1c) is a predicate of this query — never a filter after
-   LIMIT — so `limit` counts returned bundles (L1a). The workspace filter (L7/L7a), the
-   created_since filter (L8) and the cursor (L9) are AND-ed; order (created_at, pending_id)
-   (L6), LIMIT limit + 1 to learn whether more exist.
+1. `visible_pending` (materialized) - the pending-ish clarification rows, read from the
+   partial index ix_task_session_messages_pending_clarification (migration 0003) rather
+   than from all messages, joined to their session and, by M5's rule (the message's task
+   id, else the session's), to their task. The task join is inner, so an unresolvable row
+   drops out for everyone (M5a). Visibility (L1c) and the workspace filter (L7/L7a, AND-ed)
+   are predicates here - never a filter after LIMIT - so `limit` counts returned bundles
+   (L1a), and everything below only touches what the caller may see.
+2. `active_bundle` - D4 with the repository's own predicates, the ones the claim uses: the
+   row is on its session's current turn (`sessions.turns.current_turn_id_subquery`), the
+   session is not terminal, and the bundle is well formed (one type, session and turn; the
+   claim refuses anything else, so listing it would advertise a bundle no answer can take).
+3. `bundle` - per active bundle, over ALL its rows (index ix_task_session_messages_pending_id):
+   created_at = MIN (D1); flags for a row without question_id (L16), the autopilot
+   `parent_question` marker, and rows that resolve to another task than the bundle.
+4. the page - created_since (L8) and the cursor (L9) on the bundle's created_at, ordered by
+   (created_at, pending_id) (L6), LIMIT limit + 1 to learn whether more exist.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     Select,
+    Text,
     and_,
     bindparam,
     case,
@@ -94,21 +97,176 @@ def _flag(condition: ColumnElement[bool]) -> ColumnElement[int]:
     return func.max(case((condition, 1), else_=0))
 
 
-def active_bundle_ids() -> Select[Any]:
-    """pending_ids of the active bundles (D4), read from the pending-ish rows only."""
+def _visibility(task: Any, user_id: Any) -> list[ColumnElement[bool]]:
+    """L1c over the M5-resolved task: empty workspace, dangling workspace, or a workspace
+    the caller may see. The last two are visibility.py's one rule (the workspace is not
+    owned by someone else). `user_id` is None (unscoped: no predicate) or a bind."""
+    if user_id is None:
+        return []
+    return [
+        or_(
+            task.c.workspace_id == "",
+            hangs_off_visible_workspace(task.c.workspace_id, user_id),
+        )
+    ]
+
+
+def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
+    """Pending-ish clarification rows whose task (M5, per row) the caller may see.
+
+    Read from the partial index (it also carries session_id, turn_id and task_id, so a row
+    the caller may not see is dropped without reading it). The task join is inner, so an
+    unresolvable row drops out (M5a). The workspace filter is AND-ed with visibility, so it
+    can only narrow (L7a).
+    """
     row = messages.alias("pending_row")
-    pending_id = json_key_text(row.c.metadata, PENDING_ID_KEY)
+    session = sessions.alias("pending_session")
+    task = tasks.alias("pending_task")
+    resolved_task_id = func.coalesce(func.nullif(row.c.task_id, ""), session.c.task_id)
+    conditions = [
+        _inline(row.c.type == TYPE),  # these two terms are the partial index's WHERE
+        _inline(_is_pending(row)),
+        *_visibility(task, bindparam("user_id", type_=Text()) if scoped else None),
+    ]
+    if by_workspace:
+        conditions.append(task.c.workspace_id == bindparam("workspace_id", type_=Text()))
     return (
-        select(pending_id.label("pending_id"))
+        select(
+            json_key_text(row.c.metadata, PENDING_ID_KEY).label("pending_id"),
+            row.c.session_id,
+            row.c.turn_id,
+            session.c.task_id.label("session_task_id"),
+            task.c.id.label("task_id"),
+        )
+        .select_from(
+            row.join(session, session.c.id == row.c.session_id).join(
+                task, task.c.id == resolved_task_id
+            )
+        )
+        .where(*conditions)
+    )
+
+
+@functools.cache
+def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) -> Select[Any]:
+    """The statement for one combination of arguments; values are binds (built once).
+
+    Binds: user_id, workspace_id, created_since, after_created_at, after_pending_id,
+    page_size (limit + 1). One row per message of each bundle on the page.
+    """
+    # Materialized: the cheap visibility cut runs first, so the per-bundle work below is
+    # proportional to what the caller may see, not to every pending bundle.
+    visible = (
+        _visible_pending_rows(scoped, by_workspace)
+        .cte("visible_pending")
+        .prefix_with("MATERIALIZED")
+    )
+    # D4 with the repository's own predicates, plus the claim's well-formed guard.
+    active = (
+        select(
+            visible.c.pending_id,
+            visible.c.session_id,
+            visible.c.session_task_id,
+            visible.c.task_id,
+        )
         .where(
-            _inline(row.c.type == TYPE),  # these two terms are the partial index's WHERE
-            _inline(_is_pending(row)),
-            _on_current_turn(row),
-            _session_is_live(row),
-            _well_formed(pending_id, row),  # type: ignore[arg-type]  # correlated, per row
+            visible.c.pending_id != "",
+            _on_current_turn(visible),
+            _session_is_live(visible),
+            _well_formed(visible.c.pending_id, visible),  # type: ignore[arg-type]
         )
         .distinct()
+        .cte("active_bundle")
     )
+    # Over ALL rows of each active bundle (well formed: one session, one turn, one type).
+    row = messages.alias("bundle_row")
+    meta = row.c.metadata
+    row_task_id = func.coalesce(func.nullif(row.c.task_id, ""), active.c.session_task_id)
+    bundle = (
+        select(
+            active.c.pending_id,
+            active.c.session_id,
+            active.c.task_id,
+            func.min(row.c.created_at).label("created_at"),  # D1
+            # Rows that resolve to different tasks (only hand-edited data): no one task.
+            _flag(row_task_id != active.c.task_id).label("task_mismatch"),
+            _flag(func.coalesce(json_key_text(meta, QUESTION_ID_KEY), "") == "").label(
+                "missing_question_id"  # L16
+            ),
+            _flag(json_truthy(meta, PARENT_QUESTION_KEY)).label("parent_question"),
+        )
+        .select_from(active.join(row, json_key_text(meta, PENDING_ID_KEY) == active.c.pending_id))
+        .group_by(active.c.pending_id, active.c.session_id, active.c.task_id)
+        .cte("bundle")
+    )
+    conditions: list[ColumnElement[bool]] = [
+        bundle.c.task_mismatch == 0,
+        bundle.c.missing_question_id == 0,
+        bundle.c.parent_question == 0,
+    ]
+    if since:  # L8
+        conditions.append(bundle.c.created_at >= bindparam("created_since"))
+    if after:  # L9: strictly after the cursor under L6's order
+        at = bindparam("after_created_at")
+        conditions.append(
+            or_(
+                bundle.c.created_at > at,
+                and_(
+                    bundle.c.created_at == at,
+                    bundle.c.pending_id > bindparam("after_pending_id", type_=Text()),
+                ),
+            )
+        )
+    page = (
+        select(bundle.c.pending_id, bundle.c.session_id, bundle.c.task_id, bundle.c.created_at)
+        .where(*conditions)
+        .order_by(bundle.c.created_at, bundle.c.pending_id)  # L6
+        .limit(bindparam("page_size", type_=Integer()))
+        .cte("page")
+    )
+    # The page's rows in the same statement (no second round trip).
+    page_row = messages.alias("page_row")
+    return (
+        select(
+            page.c.pending_id,
+            page.c.session_id,
+            page.c.task_id,
+            page.c.created_at,
+            page_row.c.id.label("row_id"),
+            page_row.c.created_at.label("row_created_at"),
+            page_row.c.metadata,
+        )
+        .select_from(
+            page.join(
+                page_row,
+                json_key_text(page_row.c.metadata, PENDING_ID_KEY) == page.c.pending_id,
+            )
+        )
+        .order_by(page.c.created_at, page.c.pending_id)
+    )
+
+
+def _arguments(
+    *,
+    user_id: str | None,
+    workspace_id: str | None,
+    created_since: datetime | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> tuple[Select[Any], dict[str, Any]]:
+    values: dict[str, Any] = {"page_size": limit + 1}
+    if user_id is not None:
+        values["user_id"] = user_id
+    if workspace_id:  # '' means not supplied (L7a)
+        values["workspace_id"] = workspace_id
+    if created_since is not None:
+        values["created_since"] = created_since
+    if after is not None:
+        values["after_created_at"], values["after_pending_id"] = after
+    statement = _list_statement(
+        user_id is not None, bool(workspace_id), created_since is not None, after is not None
+    )
+    return statement, values
 
 
 def build_list_query(
@@ -119,81 +277,15 @@ def build_list_query(
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> Select[Any]:
-    """The page query: (pending_id, session_id, task_id, created_at) x at most limit + 1."""
-    active = active_bundle_ids().cte("active_bundle")
-    row = messages.alias("bundle_row")
-    pending_id = json_key_text(row.c.metadata, PENDING_ID_KEY)
-    bundle = (
-        select(
-            pending_id.label("pending_id"),
-            func.min(row.c.session_id).label("session_id"),  # one session: well formed
-            func.min(row.c.created_at).label("created_at"),  # D1
-            func.max(func.nullif(row.c.task_id, "")).label("message_task_id"),
-            _flag(func.coalesce(json_key_text(row.c.metadata, QUESTION_ID_KEY), "") == "").label(
-                "missing_question_id"
-            ),
-            _flag(json_truthy(row.c.metadata, PARENT_QUESTION_KEY)).label("parent_question"),
-        )
-        .where(pending_id.in_(select(active.c.pending_id)))
-        .group_by(pending_id)
-        .cte("bundle")
+    """The list statement with these values bound (for EXPLAIN and the benchmark's floor)."""
+    statement, values = _arguments(
+        user_id=user_id,
+        workspace_id=workspace_id,
+        created_since=created_since,
+        after=after,
+        limit=limit,
     )
-    session = sessions.alias("bundle_session")
-    task = tasks.alias("bundle_task")
-    # M5: the message's task id, else the session's; inner joins, so M5a omits the rest.
-    resolved_task_id = func.coalesce(bundle.c.message_task_id, session.c.task_id)
-    conditions: list[ColumnElement[bool]] = [
-        bundle.c.missing_question_id == 0,  # L16
-        bundle.c.parent_question == 0,
-    ]
-    if user_id is not None:
-        # L1c: empty workspace, dangling workspace, or a workspace the caller may see. The
-        # last two are visibility.py's one rule (no workspace owned by someone else).
-        conditions.append(
-            or_(
-                task.c.workspace_id == "",
-                hangs_off_visible_workspace(task.c.workspace_id, user_id),
-            )
-        )
-    if workspace_id:  # L7a: AND-ed, so it only narrows; '' means not supplied
-        conditions.append(task.c.workspace_id == workspace_id)
-    if created_since is not None:  # L8
-        conditions.append(bundle.c.created_at >= created_since)
-    if after is not None:  # L9: strictly after the cursor under L6's order
-        at, last_id = after
-        conditions.append(
-            or_(
-                bundle.c.created_at > at,
-                and_(bundle.c.created_at == at, bundle.c.pending_id > last_id),
-            )
-        )
-    return (
-        select(
-            bundle.c.pending_id,
-            bundle.c.session_id,
-            task.c.id.label("task_id"),
-            bundle.c.created_at,
-        )
-        .select_from(
-            bundle.join(session, session.c.id == bundle.c.session_id).join(
-                task, task.c.id == resolved_task_id
-            )
-        )
-        .where(*conditions)
-        .order_by(bundle.c.created_at, bundle.c.pending_id)  # L6
-        .limit(limit + 1)
-    )
-
-
-def bundle_rows_query(pending_ids: list[str]) -> Select[Any]:
-    """The rows of the given bundles (the follow-up; pending_id index)."""
-    pending_id = json_key_text(messages.c.metadata, PENDING_ID_KEY)
-    return select(
-        pending_id.label("pending_id"),
-        messages.c.id,
-        messages.c.created_at,
-        messages.c.metadata,
-    ).where(messages.c.type == TYPE, pending_id.in_(pending_ids))
+    return statement.params(values)
 
 
 # --- shaping (L3, L4, L4a, L5, L15, D2, D3, D7) ------------------------------------------------
@@ -289,20 +381,23 @@ async def list_active_bundles(
     """(bundles on this page, whether more exist). `limit` is already clamped (L10)."""
     if limit < 1:
         raise ValueError("limit must be at least 1")
-    query = build_list_query(
+    statement, values = _arguments(
         user_id=user_id,
         workspace_id=workspace_id,
         created_since=created_since,
         after=after,
         limit=limit,
     )
-    heads = (await conn.execute(query)).mappings().all()
-    has_more = len(heads) > limit
-    heads = heads[:limit]
-    if not heads:
-        return [], has_more
-    by_bundle: dict[str, list[Mapping[str, Any]]] = {h["pending_id"]: [] for h in heads}
-    for row in (await conn.execute(bundle_rows_query(list(by_bundle)))).mappings():
-        by_bundle[row["pending_id"]].append(row)
-    bundles = [shape_bundle(h, by_bundle[h["pending_id"]], now) for h in heads]
-    return bundles, has_more
+    heads: dict[str, Mapping[str, Any]] = {}
+    rows: dict[str, list[Mapping[str, Any]]] = {}
+    for row in (await conn.execute(statement, values)).mappings():
+        pending_id = row["pending_id"]
+        if pending_id not in heads:
+            heads[pending_id] = row
+            rows[pending_id] = []
+        rows[pending_id].append(
+            {"id": row["row_id"], "created_at": row["row_created_at"], "metadata": row["metadata"]}
+        )
+    page = list(heads)[:limit]  # in L6 order: the statement orders by (created_at, pending_id)
+    bundles = [shape_bundle(heads[p], rows[p], now) for p in page]
+    return bundles, len(heads) > limit

@@ -16,7 +16,7 @@ import binascii
 import json
 import logging
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -68,9 +68,11 @@ def parse_rfc3339(value: str) -> datetime | None:
     fraction = f".{(fraction or '')[:6].ljust(6, '0')}"  # microseconds; more is truncated
     zone = "+00:00" if zone in ("Z", "z") else zone
     try:
-        return datetime.fromisoformat(f"{date}T{time}{fraction}{zone}")
-    except ValueError:  # 2026-02-30, 25:00:00, +24:00 …
+        parsed = datetime.fromisoformat(f"{date}T{time}{fraction}{zone}")
+        parsed.astimezone(UTC)  # representable in UTC (not 0001-01-01T00:00+01:00)
+    except (ValueError, OverflowError):  # 2026-02-30, 25:00:00, +24:00 …
         return None
+    return parsed
 
 
 def parse_created_since(value: Any) -> datetime | None:

@@ -5,8 +5,9 @@ pending-ish clarification row; the answered history is far larger and never list
 partial index holding only rows with `type = 'clarification_request'` and a pending-ish
 status (absent, '', JSON null or 'pending' — the repository's `_is_pending`) lets it read
 those rows without scanning all messages. The list query renders these two terms with
-literal constants, so both planners can prove the index predicate; the key
-(session_id, turn_id) also serves per-session lookups of active rows.
+literal constants, so both planners can prove the index predicate. The key
+(session_id, turn_id, task_id) carries what the list joins on, so a row the caller may not
+see is dropped without reading the row itself; it also serves per-session lookups.
 
 Revision ID: 0003
 Revises: 0002
@@ -30,7 +31,8 @@ def upgrade() -> None:
     else:
         status = "json_extract(metadata, '$.status')"
     op.execute(
-        f"CREATE INDEX IF NOT EXISTS {INDEX} ON task_session_messages (session_id, turn_id) "
+        f"CREATE INDEX IF NOT EXISTS {INDEX} "
+        "ON task_session_messages (session_id, turn_id, task_id) "
         f"WHERE type = 'clarification_request' AND coalesce({status}, '') IN ('', 'pending')"
     )
 
