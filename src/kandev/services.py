@@ -22,6 +22,7 @@ from kandev.db.engine import Database
 from kandev.db.migrate import upgrade_to_head
 from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
+from kandev.moves.service import MoveService
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.service import SessionService
 
@@ -43,6 +44,7 @@ class Services:
     orchestrator: Orchestrator
     sessions: SessionService
     clarifications: ClarificationService
+    moves: MoveService
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
@@ -57,6 +59,8 @@ class Services:
         # or for the answer to a question that is still open.
         for session_id in await self.orchestrator.recorder.settle_after_restart():
             await self.clarifications.settle_after_restart(session_id)
+        # Deferred moves of sessions that ended can never apply: dropped (with an event).
+        await self.moves.drop_orphaned()
 
     async def close(self) -> None:
         await self.orchestrator.shutdown()
@@ -94,6 +98,8 @@ def build_services(
     )
     clarifications.orchestrator = orchestrator
     orchestrator.clarifications = clarifications
+    moves = MoveService(db, clock, id_factory, access, bus, orchestrator)
+    orchestrator.moves = moves
     return Services(
         settings=settings,
         db=db,
@@ -110,4 +116,5 @@ def build_services(
         orchestrator=orchestrator,
         sessions=SessionService(db, clock, id_factory, access, orchestrator, agent_tokens, bus),
         clarifications=clarifications,
+        moves=moves,
     )

@@ -9,10 +9,15 @@ Prompts (the first word picks the behaviour):
 - ``permission`` asks session/request_permission and replies with the chosen option id.
 - ``mcp``        calls ``list_workspaces_kandev`` on the "kandev" MCP server it was given
                  and replies with the raw text of the result.
+- ``move JSON``  calls ``move_task_kandev`` with the JSON object as arguments on that
+                 server and replies with the raw text of the result.
 - ``ignore-term`` ignores SIGTERM from now on (stop() must escalate to SIGKILL).
 - ``spawn FIFO`` starts a child that opens FIFO for writing and lives on; replies its pid.
 - ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
                  the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
+
+Anything else gets ``unknown command: <first word>`` and, on the next line,
+``received: <the whole prompt>`` (so tests can see exactly what reached the agent).
 
 SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
 replays one message ("replayed history"), as real agents replay the conversation; loading
@@ -164,6 +169,8 @@ class ScriptedAgent:
             await self._permission(session_id)
         elif command == "mcp":
             await self._say(session_id, await self._call_mcp(session))
+        elif command == "move":
+            await self._say(session_id, await self._call_mcp(session, "move_task_kandev", rest))
         elif command == "ignore-term":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             await self._say(session_id, "ignoring SIGTERM")
@@ -174,7 +181,7 @@ class ScriptedAgent:
         elif command == "whoami":
             await self._say(session_id, self._whoami(session_id, session))
         else:
-            await self._say(session_id, f"unknown command: {command}")
+            await self._say(session_id, f"unknown command: {command}\nreceived: {text}")
         return PromptResponse(stop_reason="end_turn")
 
     async def _say(self, session_id: str, text: str) -> None:
@@ -238,7 +245,9 @@ class ScriptedAgent:
             }
         )
 
-    async def _call_mcp(self, session: _Session) -> str:
+    async def _call_mcp(
+        self, session: _Session, tool: str = "list_workspaces_kandev", arguments: str = "{}"
+    ) -> str:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -255,7 +264,7 @@ class ScriptedAgent:
                 httpx2.AsyncClient(headers=headers) as http,
                 Client(streamable_http_client(server.url, http_client=http)) as client,
             ):
-                result = await client.call_tool("list_workspaces_kandev", {})
+                result = await client.call_tool(tool, json.loads(arguments))
         except Exception as exc:
             return f"mcp error: {exc!r}"
         return "".join(getattr(block, "text", "") for block in result.content)

@@ -100,4 +100,4 @@ async def test_public_url_host_is_allowed(mcp_server_factory, sqlite_url: str, c
     assert creds["mcp_url"] == "https://kandev.example.com/agent/mcp/"
     # The same server still answers on loopback.
     async with mcp_client(server.agent_url, creds["token"]) as agent:
-        assert len((await agent.list_tools()).tools) == 8  # 7 shared tools + the ask tool
+        assert len((await agent.list_tools()).tools) == 9  # 8 shared tools + the ask tool

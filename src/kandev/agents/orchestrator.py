@@ -75,6 +75,7 @@ class Orchestrator:
         self._live: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.clarifications: Any = None  # ClarificationService, set by the container
+        self.moves: Any = None  # MoveService, set by the container
 
     def live(self, session_id: str) -> LiveSession:
         return self._live.setdefault(session_id, LiveSession())
@@ -82,6 +83,11 @@ class Orchestrator:
     def is_agent_running(self, session_id: str) -> bool:
         live = self._live.get(session_id)
         return bool(live and live.handle and live.handle.alive)
+
+    def has_live_turn(self, session_id: str) -> bool:
+        """An agent turn of this session is running now (moves to its task are deferred)."""
+        live = self._live.get(session_id)
+        return live is not None and live.turn_id is not None
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -202,6 +208,14 @@ class Orchestrator:
                 await self.clarifications.detach_session(session_id)
                 waiting = await self.clarifications.blocks_turn_complete(session_id)
             await self.recorder.finish_turn(session_id, turn_id, stop_reason, waiting=waiting)
+            if self.moves is not None:
+                # A deferred move lands first, then turn-complete automation (not while
+                # `waiting`); step-entry prompts they queue are dispatched just below.
+                await self.moves.on_turn_end(session_id, stop_reason=stop_reason, waiting=waiting)
+        await self._dispatch_next(session_id)
+
+    async def dispatch_queued(self, session_id: str) -> None:
+        """Start the session's next queued prompt now, if it is free (else it waits)."""
         await self._dispatch_next(session_id)
 
     async def _dispatch_next(self, session_id: str) -> None:
@@ -296,6 +310,15 @@ class Orchestrator:
         await live.handle.cancel()
         return True
 
+    async def fresh_agent_context(self, session_id: str) -> None:
+        """Between turns: end the agent process so the next prompt starts a new one with a
+        new ACP session (the caller cleared the stored acp_session_id). Takes no lock."""
+        live = self._live.get(session_id)
+        if live is None or live.handle is None or live.turn_id is not None:
+            return
+        handle, live.handle = live.handle, None
+        await handle.stop()
+
     # --- ending -------------------------------------------------------------------------
 
     async def stop_session(self, session_id: str, state: str = CANCELLED) -> None:
@@ -307,11 +330,16 @@ class Orchestrator:
             session_id, state, revoke=self.agent_tokens.revoke_for_session
         )
         await self._expire_questions(session_id)
+        await self._drop_pending_moves(session_id)
         self._live.pop(session_id, None)
 
     async def _expire_questions(self, session_id: str) -> None:
         if self.clarifications is not None:
             await self.clarifications.expire_session(session_id)
+
+    async def _drop_pending_moves(self, session_id: str) -> None:
+        if self.moves is not None:
+            await self.moves.on_session_ended(session_id)  # no turn of it will end again
 
     async def _fail(self, session_id: str, reason: str) -> None:
         live = self.live(session_id)
@@ -322,6 +350,7 @@ class Orchestrator:
             session_id, FAILED, reason, revoke=self.agent_tokens.revoke_for_session
         )
         await self._expire_questions(session_id)
+        await self._drop_pending_moves(session_id)
         self._live.pop(session_id, None)
 
     async def shutdown(self) -> None:

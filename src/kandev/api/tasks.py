@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Response
 
 from kandev.api.deps import get_services
 from kandev.board.inputs import TaskCreate, TaskMove
+from kandev.moves.service import ACTOR_USER, MoveRequest
 from kandev.services import Services
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
@@ -43,5 +44,17 @@ async def delete_task(task_id: str, services: Services = Depends(get_services)) 
 async def move_task(
     task_id: str, body: TaskMove, services: Services = Depends(get_services)
 ) -> dict[str, Any]:
-    task, step = await services.tasks.move_task(task_id, body)
-    return {"task": await services.tasks.present_one(task), "workflow_step": step.to_json()}
+    """A human move: applied now, even while the task's agent is running a turn."""
+    request = MoveRequest(
+        task_id=task_id,
+        workflow_id=body.workflow_id,
+        workflow_step_id=body.workflow_step_id,
+        position=body.position,
+        actor=ACTOR_USER,
+    )
+    result = await services.moves.move(request, human=True)
+    return {
+        "task": await services.tasks.present_one(result.task),
+        "workflow_step": result.step.to_json(),
+        "disposition": result.disposition,
+    }

@@ -1,4 +1,7 @@
-"""Task service: create, read, list, delete and the human move, through the access rules."""
+"""Task service: create, read, list and delete, through the access rules.
+
+Moves (REST and MCP) live in `kandev.moves.service.MoveService`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Any
 
 from kandev.auth.access import AccessRules
 from kandev.board import task_repository
-from kandev.board.inputs import TaskCreate, TaskMove
+from kandev.board.inputs import TaskCreate
 from kandev.board.models import Task, Workflow, WorkflowStep
 from kandev.clock import Clock
 from kandev.db.engine import Database
@@ -92,35 +95,3 @@ class TaskService:
         async with self.db.write() as conn:
             await self.access.authorize_task_write(conn, task_id)
             await task_repository.delete_task(conn, task_id)
-
-    async def move_task(self, task_id: str, data: TaskMove) -> tuple[Task, WorkflowStep]:
-        """A human move: any visible step of a workflow in the task's workspace."""
-        async with self.db.write() as conn:
-            task = await self.access.authorize_task_write(conn, task_id)
-            workflow = await self.access.authorize_workflow(conn, data.workflow_id)
-            if workflow.workspace_id != task.workspace_id:
-                raise ValidationFailed("workflow_id", "workflow belongs to another workspace")
-            step = step_in(workflow, data.workflow_step_id)
-            position = data.position
-            if position is None:
-                same_place = task.workflow_step_id == step.id
-                position = (
-                    task.position
-                    if same_place
-                    else await task_repository.next_position_in_step(conn, step.id)
-                )
-            else:
-                await task_repository.shift_positions_from(conn, step.id, position, task.id)
-            await task_repository.update_task(
-                conn,
-                task.id,
-                {
-                    "workflow_id": workflow.id,
-                    "workflow_step_id": step.id,
-                    "position": position,
-                    "updated_at": self.clock.now(),
-                },
-            )
-            moved = await task_repository.get_task(conn, task.id)
-        assert moved is not None
-        return moved, step

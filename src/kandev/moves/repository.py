@@ -1,0 +1,132 @@
+"""SQL for deferred moves (`pending_moves`) and the bounded record of consumed move ids
+(`applied_moves`).
+
+One pending move per session (UNIQUE session_id): storing a new one replaces the old row,
+and with it the old move's hand-off instructions, which live in the row itself rather than
+in the prompt queue. A move id is recorded in `applied_moves` in the same transaction that
+consumes its pending row (applied, found already in place, or dropped), so a row brought back
+later can never act twice. The record is pruned in that same transaction: the newest
+`KEEP_PER_SESSION` ids per session, none older than `MAX_AGE`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.db.tables import applied_moves, pending_moves, task_sessions
+from kandev.sessions.models import TERMINAL_STATES
+
+KEEP_PER_SESSION = 20
+MAX_AGE = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class PendingMove:
+    id: str
+    move_id: str
+    session_id: str
+    task_id: str
+    workflow_id: str
+    workflow_step_id: str
+    step_position: int | None
+    prompt: str
+    instructions: str
+    reset: bool
+    skip: bool
+    actor: str
+    sender_session_id: str
+    metadata: dict[str, Any]
+    queued_at: datetime
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> PendingMove:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+
+async def get_pending(conn: AsyncConnection, session_id: str) -> PendingMove | None:
+    row = (
+        (await conn.execute(select(pending_moves).where(pending_moves.c.session_id == session_id)))
+        .mappings()
+        .first()
+    )
+    return PendingMove.from_row(row) if row else None
+
+
+async def replace_pending(conn: AsyncConnection, values: dict[str, Any]) -> PendingMove | None:
+    """Store the session's pending move; returns the one it replaced (now deleted)."""
+    replaced = await get_pending(conn, values["session_id"])
+    if replaced is not None:
+        await delete_pending(conn, replaced.id)
+    await conn.execute(insert(pending_moves).values(**values))
+    return replaced
+
+
+async def delete_pending(conn: AsyncConnection, pending_id: str) -> None:
+    await conn.execute(delete(pending_moves).where(pending_moves.c.id == pending_id))
+
+
+async def pending_for_task(conn: AsyncConnection, task_id: str) -> list[PendingMove]:
+    rows = (
+        await conn.execute(
+            select(pending_moves)
+            .where(pending_moves.c.task_id == task_id)
+            .order_by(pending_moves.c.queued_at, pending_moves.c.id)
+        )
+    ).mappings()
+    return [PendingMove.from_row(r) for r in rows]
+
+
+async def pending_of_ended_sessions(conn: AsyncConnection) -> list[PendingMove]:
+    """Pending moves whose session is terminal: no turn of theirs will ever end again."""
+    rows = (
+        await conn.execute(
+            select(pending_moves)
+            .join(task_sessions, task_sessions.c.id == pending_moves.c.session_id)
+            .where(task_sessions.c.state.in_(TERMINAL_STATES))
+            .order_by(pending_moves.c.queued_at, pending_moves.c.id)
+        )
+    ).mappings()
+    return [PendingMove.from_row(r) for r in rows]
+
+
+async def was_consumed(conn: AsyncConnection, move_id: str) -> bool:
+    found = (
+        await conn.execute(
+            select(applied_moves.c.move_id).where(applied_moves.c.move_id == move_id)
+        )
+    ).first()
+    return found is not None
+
+
+async def record_consumed(
+    conn: AsyncConnection,
+    move_id: str,
+    session_id: str,
+    now: datetime,
+    *,
+    keep_per_session: int = KEEP_PER_SESSION,
+    max_age: timedelta = MAX_AGE,
+) -> None:
+    """Record a move id as consumed and prune the record, in the caller's transaction."""
+    if not await was_consumed(conn, move_id):
+        await conn.execute(
+            insert(applied_moves).values(move_id=move_id, session_id=session_id, applied_at=now)
+        )
+    newest = (
+        select(applied_moves.c.move_id)
+        .where(applied_moves.c.session_id == session_id)
+        .order_by(applied_moves.c.applied_at.desc(), applied_moves.c.move_id.desc())
+        .limit(keep_per_session)
+    )
+    await conn.execute(
+        delete(applied_moves).where(
+            applied_moves.c.session_id == session_id, applied_moves.c.move_id.not_in(newest)
+        )
+    )
+    await conn.execute(delete(applied_moves).where(applied_moves.c.applied_at < now - max_age))
