@@ -84,11 +84,11 @@ ASK_QUESTIONS = [
 ]
 # A child that holds a FIFO open for writing until it dies (the test waits for EOF).
 CHILD = (
-    "import sys, time\n"
+    "import signal, sys\n"
     "fifo = open(sys.argv[1], 'w')\n"
     "fifo.write('alive')\n"
     "fifo.flush()\n"
-    "time.sleep(120)\n"
+    "signal.pause()\n"  # stays alive until killed
 )
 
 

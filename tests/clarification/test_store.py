@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from kandev.clarification.store import (
@@ -72,8 +73,8 @@ async def until(condition: Callable[[], bool]) -> None:
     """Yield to other tasks until `condition` holds (bounded)."""
     with anyio.fail_after(LIMIT):
         # A bare yield to the other tasks (no timing): they change what `condition` reads.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0)
+        while not condition():
+            await anyio.lowlevel.checkpoint()
 
 
 async def parked_waiter(store: ClarificationStore, pending_id: str, n: int = 1) -> asyncio.Task:
