@@ -26,18 +26,17 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.common import kandev_server, percentile, print_json_line, rss_kib, summary_ms
+from bench.common import (
+    ONE_QUESTION,
+    bench_task,
+    kandev_server,
+    percentile,
+    print_json_line,
+    rss_kib,
+    summary_ms,
+)
 
-QUESTIONS = [
-    {
-        "id": "q",
-        "prompt": "Proceed?",
-        "options": [
-            {"option_id": "yes", "label": "Yes", "description": "go on"},
-            {"option_id": "no", "label": "No", "description": "stop"},
-        ],
-    }
-]
+QUESTIONS = ONE_QUESTION
 ANSWER = {"answers": [{"question_id": "q", "selected_options": ["yes"]}]}
 
 
@@ -68,16 +67,7 @@ class QuestionWatcher:
 
 
 async def _sessions(client: httpx.AsyncClient, count: int) -> list[tuple[str, dict[str, str]]]:
-    ws = (await client.post("/api/v1/workspaces", json={"name": "bench"})).json()
-    flow = (
-        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "b"})
-    ).json()
-    task = (
-        await client.post(
-            "/api/v1/tasks",
-            json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": "t"},
-        )
-    ).json()
+    task = await bench_task(client)
     out = []
     for _ in range(count):
         sid = (await client.post(f"/api/v1/tasks/{task['id']}/sessions", json={})).json()["id"]

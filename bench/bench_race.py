@@ -22,37 +22,24 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.common import kandev_server, percentile, print_json_line, summary_ms
-
-QUESTIONS = [
-    {
-        "id": "q",
-        "prompt": "Which way?",
-        "options": [
-            {"option_id": "left", "label": "Left", "description": "go left"},
-            {"option_id": "right", "label": "Right", "description": "go right"},
-        ],
-    }
-]
+from bench.common import (
+    ONE_QUESTION,
+    bench_task,
+    kandev_server,
+    percentile,
+    print_json_line,
+    summary_ms,
+)
 
 
 async def _questions(client: httpx.AsyncClient, count: int) -> list[str]:
-    ws = (await client.post("/api/v1/workspaces", json={"name": "race"})).json()
-    flow = (
-        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "r"})
-    ).json()
-    task = (
-        await client.post(
-            "/api/v1/tasks",
-            json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": "t"},
-        )
-    ).json()
+    task = await bench_task(client, "race")
     pending = []
     for _ in range(count):
         sid = (await client.post(f"/api/v1/tasks/{task['id']}/sessions", json={})).json()["id"]
         await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "go"})
         r = await client.post(
-            "/api/v1/clarification/request", json={"session_id": sid, "questions": QUESTIONS}
+            "/api/v1/clarification/request", json={"session_id": sid, "questions": ONE_QUESTION}
         )
         pending.append(r.json()["pending_id"])
     return pending
@@ -77,7 +64,7 @@ async def main() -> None:
             latencies: list[float] = []
 
             async def answer(pending_id: str, i: int) -> None:
-                choice = ["left", "right"][i % 2]
+                choice = ["yes", "no"][i % 2]
                 answers = [{"question_id": "q", "selected_options": [choice]}]
                 start = time.perf_counter()
                 if i % 2 == 0:

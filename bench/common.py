@@ -111,3 +111,28 @@ def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess
 def print_json_line(name: str, **figures: object) -> None:
     """A machine-readable line after the human table (for collecting results)."""
     print(f"RESULT {name} {json.dumps(figures, sort_keys=True)}")
+
+
+ONE_QUESTION = [
+    {
+        "id": "q",
+        "prompt": "Proceed?",
+        "options": [
+            {"option_id": "yes", "label": "Yes", "description": "go on"},
+            {"option_id": "no", "label": "No", "description": "stop"},
+        ],
+    }
+]
+
+
+async def bench_task(client: httpx.AsyncClient, name: str = "bench") -> dict:
+    """A workspace, a default workflow and one task on it; returns the task."""
+    ws = (await client.post("/api/v1/workspaces", json={"name": name})).json()
+    flow = (
+        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": name})
+    ).json()
+    r = await client.post(
+        "/api/v1/tasks",
+        json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": name},
+    )
+    return r.json()
