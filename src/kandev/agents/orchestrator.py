@@ -25,6 +25,7 @@ from kandev.sessions.models import CANCELLED, FAILED, IDLE, STARTING, Message, S
 from kandev.sessions.recorder import SessionRecorder
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_SECONDS = 5.0
 
 # How a streamed update kind is stored as a message type.
 MESSAGE_TYPE_BY_UPDATE = {
@@ -360,8 +361,13 @@ class Orchestrator:
         for live in list(self._live.values()):
             if live.handle is not None:
                 await live.handle.stop()
-        for task in list(self._background):
+        pending = list(self._background)
+        for task in pending:
             task.cancel()
+        if pending:
+            # Let cancelled work unwind (roll back, return its connection) before the engine
+            # is disposed; bounded, so a stuck task cannot hold the shutdown.
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_SECONDS)
         self._live.clear()
 
     # --- AgentEvents --------------------------------------------------------------------
