@@ -38,3 +38,21 @@ async def messages(client: httpx.AsyncClient, session_id: str) -> list[dict]:
     r = await client.get(f"/api/v1/sessions/{session_id}/messages", params={"limit": 500})
     assert r.status_code == 200, r.text
     return r.json()["messages"]
+
+
+async def first_turn(client: httpx.AsyncClient, prompt: str) -> tuple[dict, dict, list[dict]]:
+    """A task, a scripted-agent session whose first prompt is `prompt`, run to the end of that
+    turn; returns (task, session, messages)."""
+    from tests.sse_client import of_type, sse_stream
+
+    task = await make_task(client)
+    profile = await scripted_profile(client)
+    async with sse_stream(client, params={"task_id": task["id"]}) as events:
+        r = await client.post(
+            f"/api/v1/tasks/{task['id']}/sessions",
+            json={"agent_profile_id": profile["id"], "prompt": prompt},
+        )
+        assert r.status_code == 201, r.text
+        await events.wait_for(of_type("session.turn.completed"))
+    session = r.json()
+    return task, session, await messages(client, session["id"])

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.e2e.board_helpers import make_task, messages, scripted_profile
+from tests.e2e.board_helpers import first_turn, make_task, messages, scripted_profile
 from tests.sse_client import of_type, sse_stream
 
 
@@ -48,12 +48,8 @@ async def test_prompt_runs_a_turn_whose_text_lands_as_messages(server) -> None:
 
 async def test_tool_calls_and_plans_become_messages(server) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
-        task = await make_task(client)
-        profile = await scripted_profile(client)
-        async with sse_stream(client, params={"task_id": task["id"]}) as events:
-            session = await _start(client, task, profile, "tool")
-            await events.wait_for(of_type("session.turn.completed"))
-        by_type = {m["type"]: m for m in await messages(client, session["id"])}
+        _, _, history = await first_turn(client, "tool")
+        by_type = {m["type"]: m for m in history}
         assert by_type["tool_call"]["metadata"]["status"] == "completed"
         assert by_type["agent_plan"]["content"]
 
@@ -147,12 +143,8 @@ async def test_missing_agent_command_fails_the_session_readably(server) -> None:
 async def test_restart_then_prompt_relaunches_the_agent(live_server_factory, sqlite_url) -> None:
     first = live_server_factory(sqlite_url)
     async with httpx.AsyncClient(base_url=first.url) as client:
-        task = await make_task(client)
-        profile = await scripted_profile(client)
-        async with sse_stream(client, params={"task_id": task["id"]}) as events:
-            session = await _start(client, task, profile, "whoami")
-            await events.wait_for(of_type("session.turn.completed"))
-        opened = json.loads((await messages(client, session["id"]))[-1]["content"])
+        task, session, history = await first_turn(client, "whoami")
+        opened = json.loads(history[-1]["content"])
         assert opened["opened_with"] == "new"
     first.stop()
 
@@ -176,12 +168,8 @@ async def test_the_agent_reaches_kandev_over_its_own_mcp_endpoint(
 ) -> None:
     server = live_server_factory(database_url)
     async with httpx.AsyncClient(base_url=server.url) as client:
-        task = await make_task(client)
-        profile = await scripted_profile(client)
-        async with sse_stream(client, params={"task_id": task["id"]}) as events:
-            session = await _start(client, task, profile, "mcp")
-            await events.wait_for(of_type("session.turn.completed"))
-        reply = (await messages(client, session["id"]))[-1]["content"]
+        task, _, history = await first_turn(client, "mcp")
+        reply = history[-1]["content"]
         # The agent called list_workspaces_kandev with the token Kandev gave it.
         listed = json.loads(reply)
         assert [w["id"] for w in listed["workspaces"]] == [task["workspace_id"]]

@@ -113,7 +113,7 @@ class Orchestrator:
             return
         live.launching = False
         await self.recorder.set_state(session_id, IDLE, only_from=(STARTING,))
-        await self._dispatch_next(session_id)
+        await self.dispatch_queued(session_id)
 
     async def _ensure_agent(self, session_id: str) -> AgentHandle:
         live = self.live(session_id)
@@ -213,14 +213,10 @@ class Orchestrator:
                 # A deferred move lands first, then turn-complete automation (not while
                 # `waiting`); step-entry prompts they queue are dispatched just below.
                 await self.moves.on_turn_end(session_id, stop_reason=stop_reason, waiting=waiting)
-        await self._dispatch_next(session_id)
+        await self.dispatch_queued(session_id)
 
     async def dispatch_queued(self, session_id: str) -> None:
-        """Start the session's next queued prompt now, if it is free (else it waits)."""
-        await self._dispatch_next(session_id)
-
-    async def _dispatch_next(self, session_id: str) -> None:
-        """Start the next queued prompt, if the session is free and has one."""
+        """Start the next queued prompt, if the session is free and has one (else it waits)."""
         live = self.live(session_id)
         async with live.lock:
             if live.turn_id is not None or live.stopping or live.launching:
@@ -240,10 +236,6 @@ class Orchestrator:
     def _supersede(self, session_id: str) -> None:
         if self.clarifications is not None:
             self.clarifications.supersede_waiters(session_id)
-
-    async def cancel_turn_silently(self, session_id: str) -> None:
-        """The agent gave up waiting for an answer: end its turn (the question stays open)."""
-        await self.cancel_turn(session_id)
 
     async def resume_detached(
         self,

@@ -20,6 +20,7 @@ from kandev.board.models import Task, Workflow, Workspace
 from kandev.db.engine import Database
 from kandev.errors import NotFound
 from kandev.sessions import session_repository
+from kandev.sessions.models import Session
 
 WORKSPACE_NOT_FOUND = "workspace not found"
 WORKFLOW_NOT_FOUND = "workflow not found"
@@ -73,16 +74,20 @@ class AccessRules:
         """Write access; today equal to visibility, kept apart so roles can narrow it."""
         return await self.authorize_task(conn, task_id)
 
-    async def authorize_session(self, conn: AsyncConnection, session_id: str) -> str:
-        """The session's task id, if the session exists and its task is visible."""
-        task_id = await session_repository.session_task_id(conn, session_id)
-        if task_id is None:
+    async def authorized_session(self, conn: AsyncConnection, session_id: str) -> Session:
+        """The session row (read once), if it exists and its task is visible."""
+        session = await session_repository.get_session(conn, session_id)
+        if session is None:
             raise NotFound(SESSION_NOT_FOUND)
         try:
-            await self.authorize_task(conn, task_id)
+            await self.authorize_task(conn, session.task_id)
         except NotFound:
             raise NotFound(SESSION_NOT_FOUND) from None
-        return task_id
+        return session
+
+    async def authorize_session(self, conn: AsyncConnection, session_id: str) -> str:
+        """The session's task id, if the session exists and its task is visible."""
+        return (await self.authorized_session(conn, session_id)).task_id
 
     async def authorize_task_session(
         self, conn: AsyncConnection, task_id: str, session_id: str

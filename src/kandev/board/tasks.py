@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kandev.auth.access import AccessRules
 from kandev.board import task_repository
 from kandev.board.inputs import TaskCreate
 from kandev.board.models import Task, Workflow, WorkflowStep
-from kandev.clock import Clock
-from kandev.db.engine import Database
 from kandev.errors import ValidationFailed
-from kandev.ids import IdFactory
+from kandev.service_base import ScopedService
 
 TASK_STATE_TODO = "TODO"
 
@@ -26,13 +23,7 @@ def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -
     return step
 
 
-class TaskService:
-    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, access: AccessRules) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
-
+class TaskService(ScopedService):
     async def create_task(self, data: TaskCreate) -> Task:
         async with self.db.write() as conn:
             await self.access.authorize_workspace(conn, data.workspace_id)

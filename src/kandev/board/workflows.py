@@ -4,25 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kandev.auth.access import AccessRules
 from kandev.board import workflow_repository
 from kandev.board.inputs import StepCreate, WorkflowCreate
 from kandev.board.models import Workflow, WorkflowStep
-from kandev.clock import Clock
-from kandev.db.engine import Database
 from kandev.errors import ValidationFailed
-from kandev.ids import IdFactory
+from kandev.service_base import ScopedService
 
 DEFAULT_STEPS = ("Backlog", "In Progress", "Review", "Done")
 
 
-class WorkflowService:
-    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, access: AccessRules) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
-
+class WorkflowService(ScopedService):
     async def create_workflow(self, data: WorkflowCreate) -> Workflow:
         steps = data.steps
         if steps is None:

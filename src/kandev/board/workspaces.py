@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from kandev.auth.access import AccessRules
 from kandev.board import workspace_repository
 from kandev.board.inputs import WorkspaceCreate
 from kandev.board.models import Workspace
-from kandev.clock import Clock
-from kandev.db.engine import Database
-from kandev.ids import IdFactory
+from kandev.service_base import ScopedService
 
 
-class WorkspaceService:
-    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, access: AccessRules) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
-
+class WorkspaceService(ScopedService):
     async def create_workspace(self, data: WorkspaceCreate) -> Workspace:
         # A real user owns what they create; with auth off (or internal callers) it is unowned.
         owner_id = self.access.scope() or ""

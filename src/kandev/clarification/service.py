@@ -40,6 +40,7 @@ from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, NotFound, ValidationFailed
 from kandev.ids import IdFactory
+from kandev.service_base import ScopedService
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.models import WAITING_FOR_INPUT, Message
@@ -115,7 +116,7 @@ def _question_order(message: Message) -> tuple[int, Any, str]:
     return index, message.created_at, message.id
 
 
-class ClarificationService:
+class ClarificationService(ScopedService):
     def __init__(
         self,
         db: Database,
@@ -127,10 +128,7 @@ class ClarificationService:
         progress_seconds: float = 20.0,
         delivery_wait_seconds: float = 35.0,
     ) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
+        super().__init__(db, clock, new_id, access)
         self.store = store
         self.recorder = recorder
         self.progress_seconds = progress_seconds
@@ -297,7 +295,7 @@ class ClarificationService:
         """No answer reached the agent in its call: detach, and stop the agent's turn."""
         detached = await self.detach_session(session_id)
         if self.orchestrator is not None:
-            await self.orchestrator.cancel_turn_silently(session_id)
+            await self.orchestrator.cancel_turn(session_id)
         return detached
 
     async def detach_session(self, session_id: str) -> int:

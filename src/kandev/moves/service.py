@@ -45,6 +45,7 @@ from kandev.events.publisher import PendingEvents, task_owner_id
 from kandev.ids import IdFactory
 from kandev.moves import repository as moves_repo
 from kandev.moves import step_events
+from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.models import Session
@@ -159,7 +160,7 @@ def normalize_options(request: MoveRequest) -> EntryOptions:
     return EntryOptions(instructions or legacy, bool(request.reset), bool(request.skip))
 
 
-class MoveService:
+class MoveService(ScopedService):
     def __init__(
         self,
         db: Database,
@@ -169,10 +170,7 @@ class MoveService:
         bus: EventBus,
         orchestrator: Any,
     ) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
+        super().__init__(db, clock, new_id, access)
         self.bus = bus
         self.orchestrator = orchestrator
         # Primary sessions whose task a person moved while their turn was running: that turn's

@@ -19,6 +19,7 @@ from kandev.errors import Conflict, NotFound
 from kandev.events.bus import EventBus
 from kandev.events.publisher import task_owner_id
 from kandev.ids import IdFactory
+from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
@@ -28,7 +29,7 @@ from kandev.sessions.pending import sessions_json
 MESSAGE_NOT_FOUND = "message not found"
 
 
-class SessionService:
+class SessionService(ScopedService):
     def __init__(
         self,
         db: Database,
@@ -39,10 +40,7 @@ class SessionService:
         agent_tokens: AgentTokenService,
         bus: EventBus,
     ) -> None:
-        self.db = db
-        self.clock = clock
-        self.new_id = new_id
-        self.access = access
+        super().__init__(db, clock, new_id, access)
         self.orchestrator = orchestrator
         self.agent_tokens = agent_tokens
         self.bus = bus
@@ -95,10 +93,7 @@ class SessionService:
 
     async def _authorized_session(self, session_id: str) -> Session:
         async with self.db.read() as conn:
-            await self.access.authorize_session(conn, session_id)
-            session = await sessions_repo.get_session(conn, session_id)
-        assert session is not None
-        return session
+            return await self.access.authorized_session(conn, session_id)
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         return await self._json(await self._authorized_session(session_id))
@@ -153,9 +148,8 @@ class SessionService:
     async def create_agent_token(self, session_id: str) -> dict[str, str]:
         """Credentials for an agent running anywhere to act as this session over MCP."""
         async with self.db.write() as conn:
-            task_id = await self.access.authorize_session(conn, session_id)
-            session = await sessions_repo.get_session(conn, session_id)
-            assert session is not None
+            session = await self.access.authorized_session(conn, session_id)
+            task_id = session.task_id
             if session.is_terminal:
                 raise Conflict(f"session is {session.state}")
             token = await self.agent_tokens.mint(conn, session_id, task_id)
