@@ -30,6 +30,15 @@ class Settings(BaseSettings):
     clarification_progress_seconds: float = 20.0
     # How agents started by this server reach it (agent MCP endpoint); derived when empty.
     public_url: str = ""
+    # The perimeter (CONTRACT §8). Extra Host names to answer (comma-separated; loopback,
+    # the bound host and the public URL's host are always allowed).
+    allowed_hosts: str = ""
+    # Addresses of reverse proxies whose X-Forwarded-For / -Proto are believed (comma-separated).
+    trust_proxy: str = ""
+    # Largest request body accepted, in bytes (413 beyond it, before parsing).
+    max_body_bytes: int = 1024 * 1024
+    # Startup failures print a traceback instead of one line.
+    debug: bool = False
 
     def public_base_url(self) -> str:
         if self.public_url:
