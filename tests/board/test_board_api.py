@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -183,14 +184,14 @@ async def test_agent_profiles(client: httpx.AsyncClient) -> None:
     profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
     demo = [p for p in profiles if p["name"] == "demo"]
     assert len(demo) == 1 and demo[0]["command"] == ["kandev", "demo-agent"]
-    body = {"name": "claude", "command": ["npx", "@agentclientprotocol/claude-agent-acp"]}
+    body = {"name": "claude", "command": [sys.executable, "-m", "some_acp_agent"]}
     r = await client.post("/api/v1/agent-profiles", json={**body, "env": {"FOO": "1"}})
     assert r.status_code == 201, r.text
     created = r.json()
-    assert created["command"] == body["command"] and created["env"] == {"FOO": "1"}
+    assert created["command"] == body["command"] and created["env"] == {"FOO": "********"}
     assert (await client.post("/api/v1/agent-profiles", json=body)).status_code == 409
     r = await client.patch(f"/api/v1/agent-profiles/{created['id']}", json={"env": {"X": "2"}})
-    assert r.json()["env"] == {"X": "2"} and r.json()["command"] == body["command"]
+    assert r.json()["env"] == {"X": "********"} and r.json()["command"] == body["command"]
     assert (await client.delete(f"/api/v1/agent-profiles/{demo[0]['id']}")).status_code == 409
     assert (await client.delete(f"/api/v1/agent-profiles/{created['id']}")).status_code == 204
     assert (await client.get(f"/api/v1/agent-profiles/{created['id']}")).status_code == 404

@@ -125,13 +125,18 @@ async def test_agent_crash_marks_the_session_failed_with_the_reason(server) -> N
         assert (await client.get("/health")).status_code == 200  # the server keeps serving
 
 
-async def test_missing_agent_command_fails_the_session_readably(server) -> None:
+async def test_missing_agent_command_fails_the_session_readably(server, tmp_path) -> None:
+    # A profile's program is checked when the profile is saved; this one disappears later.
+    program = tmp_path / "definitely-not-an-agent-xyz"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
     async with httpx.AsyncClient(base_url=server.url) as client:
         task = await make_task(client)
         r = await client.post(
-            "/api/v1/agent-profiles",
-            json={"name": "ghost", "command": ["definitely-not-an-agent-xyz"]},
+            "/api/v1/agent-profiles", json={"name": "ghost", "command": [str(program)]}
         )
+        assert r.status_code == 201, r.text
+        program.unlink()
         async with sse_stream(client, params={"task_id": task["id"]}) as events:
             session = await _start(client, task, r.json(), "echo hi")
             failed = await events.wait_for(of_type("session.state_changed", state="FAILED"))

@@ -101,6 +101,10 @@ class AgentProfileCreate(Input):
 
 
 class AgentProfileUpdate(Input):
+    """A PATCH: fields left out stay as they are. `env`, when sent, is the whole new map: keys
+    left out are removed, and a key sent as "********" (the mask responses show) keeps its
+    stored value."""
+
     name: Name | None = None
     command: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] | None = Field(
         default=None, min_length=1, max_length=64

@@ -150,6 +150,11 @@ class Task:
         }
 
 
+# What every response shows in place of an agent profile's env value; sent back in a PATCH it
+# means "keep the stored value".
+ENV_VALUE_MASK = "********"
+
+
 @dataclass(frozen=True)
 class AgentProfile:
     id: str
@@ -169,7 +174,8 @@ class AgentProfile:
             "id": self.id,
             "name": self.name,
             "command": self.command,
-            "env": self.env,
+            # Secrets are write-only (CONTRACT §8): callers see which keys are set, never values.
+            "env": {key: ENV_VALUE_MASK for key in self.env},
             "is_builtin": self.is_builtin,
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),
