@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kandev.agents.orchestrator import Orchestrator
+from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
 from kandev.auth.access import AccessRules
 from kandev.auth.agent_tokens import AgentTokenService
@@ -45,10 +46,14 @@ class Services:
     sessions: SessionService
     clarifications: ClarificationService
     moves: MoveService
+    agent_processes: AgentProcessLedger
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
         await upgrade_to_head(self.db)
+        # Agents an earlier server left running (it was killed and they escaped the guard)
+        # are killed before anything here can relaunch one: never two agents per session.
+        await self.agent_processes.reap()
         await self.auth.ensure_default_user()
         await self.auth.refresh_mode()
         await self.agent_profiles.ensure_builtin_profiles()
@@ -78,10 +83,11 @@ def build_services(
     db = db or Database(settings.resolved_database_url())
     clock = clock or SystemClock()
     id_factory = id_factory or new_id
+    agent_processes = AgentProcessLedger(db, clock)
     if runtime is None:
         from kandev.agents.acp_runtime import AcpRuntime
 
-        runtime = AcpRuntime()
+        runtime = AcpRuntime(ledger=agent_processes)
     access = AccessRules(db)
     bus = EventBus()
     agent_tokens = AgentTokenService(db, clock, id_factory, auth_enabled=settings.auth)
@@ -117,4 +123,5 @@ def build_services(
         sessions=SessionService(db, clock, id_factory, access, orchestrator, agent_tokens, bus),
         clarifications=clarifications,
         moves=moves,
+        agent_processes=agent_processes,
     )

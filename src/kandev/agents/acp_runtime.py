@@ -12,6 +12,12 @@ Client side of ACP, deliberately minimal:
 - `session/request_permission`: the first "allow" option is chosen automatically, otherwise
   the request is answered `cancelled`. A permission UI comes later;
 - every other client method (fs/*, terminal/*, extensions) answers method-not-found.
+
+The agent never outlives the server: it is started through `process_guard.py` (the group
+leader, which SIGKILLs the whole group when the server's end of its leash pipe closes, even
+when the server was SIGKILLed), and its group leader is recorded in `agent_processes` while
+it runs, so a restarted server kills survivors first (`kandev.agents.processes`). Every
+process of the agent carries `KANDEV_SESSION_ID` in its environment.
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.connection import StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
     AgentMessageChunk,
@@ -53,6 +61,8 @@ from acp.schema import (
 )
 
 from kandev import __version__
+from kandev.agents.process_repository import ProcessRecord
+from kandev.agents.processes import SESSION_ENV, AgentProcessLedger
 from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,7 @@ STDERR_MAX_LINE = 2000  # characters kept per stderr line
 EXIT_DRAIN_SECONDS = 1.0  # after the process exits, how long to wait for its pipes to drain
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
+GUARD_SCRIPT = str(Path(__file__).with_name("process_guard.py"))
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -75,6 +86,29 @@ def resolve_command(command: list[str]) -> list[str]:
     if command[0] == "kandev":
         return [sys.executable, "-m", "kandev", *command[1:]]
     return list(command)
+
+
+def check_program(program: str, env: Mapping[str, str], cwd: Path) -> None:
+    """Fail readably, before anything starts, when the agent's program cannot be run."""
+    if os.sep in program:
+        path = cwd / program  # relative paths are relative to the agent's cwd
+        if not path.exists():
+            raise AgentFailed(f"agent command not found: {program}")
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        if found is None:
+            if shutil.which(program, mode=os.F_OK, path=env.get("PATH", os.defpath)):
+                raise AgentFailed(f"agent command is not executable: {program}")
+            raise AgentFailed(f"agent command not found: {program}")
+        path = Path(found)
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise AgentFailed(f"agent command is not executable: {program}")
+
+
+def guarded_argv(argv: list[str], leash_fd: int) -> list[str]:
+    """Run `argv` under the process guard (see process_guard.py); -I -S: fast, isolated."""
+    guard = [sys.executable, "-I", "-S", GUARD_SCRIPT, str(os.getpid()), str(leash_fd)]
+    return [*guard, "--", *argv]
 
 
 class _StderrTail:
@@ -258,11 +292,19 @@ class AcpAgentHandle:
         process: asyncio.subprocess.Process,
         *,
         stop_grace: float,
+        leash_fd: int | None = None,
+        ledger: AgentProcessLedger | None = None,
     ) -> None:
         self._launch = launch
         self._events = events
         self._proc = process
         self._stop_grace = stop_grace
+        self._leash_fd = leash_fd  # closing it makes the guard kill the agent's group
+        self._ledger = ledger
+        self._record: ProcessRecord | None = None
+        self._recorded = asyncio.Event()  # record() has run (or there is nothing to record)
+        if ledger is None:
+            self._recorded.set()
         self._stderr = _StderrTail()
         self._acp_session_id = ""
         self._resumed = False
@@ -281,7 +323,10 @@ class AcpAgentHandle:
         # agent's JSON lines and keeps anything else (banners, stray prints) for messages.
         self._acp_out = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
         self._stray_stdout = _StderrTail(keep=5)
-        self._conn = connect_to_agent(_KandevClient(self), process.stdin, self._acp_out)
+        self._on_prompt_sent: Callable[[], None] | None = None
+        self._conn = connect_to_agent(
+            _KandevClient(self), process.stdin, self._acp_out, observers=[self._observe]
+        )
         self._stdout_task = asyncio.create_task(self._pump_stdout(), name="acp-agent-stdout")
         self._stderr_task = asyncio.create_task(self._read_stderr(), name="acp-agent-stderr")
         self._deliver_task = asyncio.create_task(self._deliver_updates(), name="acp-agent-updates")
@@ -312,8 +357,12 @@ class AcpAgentHandle:
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         return self._stderr.tail(lines)
 
-    async def prompt(self, text: str) -> str:
-        """Run one turn; returns the stop reason once every update of it was delivered."""
+    async def prompt(self, text: str, on_sent: Callable[[], None] | None = None) -> str:
+        """Run one turn; returns the stop reason once every update of it was delivered.
+
+        `on_sent` is called once the session/prompt request was written to the agent's
+        stdin and drained (so a resume can be marked delivered only then).
+        """
         if not self.alive:
             if self._stopping:
                 raise AgentFailed("agent was stopped")
@@ -321,6 +370,7 @@ class AcpAgentHandle:
         if self._prompt_running:
             raise RuntimeError("a turn is already running in this agent session")
         self._prompt_running = True
+        self._on_prompt_sent = on_sent
         try:
             response = await self._call(
                 self._conn.prompt(session_id=self._acp_session_id, prompt=[text_block(text)]),
@@ -338,8 +388,18 @@ class AcpAgentHandle:
             raise AgentFailed(message) from None
         finally:
             self._prompt_running = False
+            self._on_prompt_sent = None
         await self._updates.join()
         return str(response.stop_reason)
+
+    def _observe(self, event: StreamEvent) -> None:
+        # The SDK reports an outgoing message after its write to stdin was drained.
+        if event.direction is StreamDirection.OUTGOING and (
+            event.message.get("method") == "session/prompt"
+        ):
+            notify, self._on_prompt_sent = self._on_prompt_sent, None
+            if notify is not None:
+                notify()
 
     async def cancel(self) -> None:
         if not self.alive:
@@ -560,12 +620,39 @@ class AcpAgentHandle:
         finally:
             self._stderr.finish()
 
+    async def _record_process(self) -> None:
+        """Durable record of the group leader, written as soon as it runs."""
+        assert self._ledger is not None
+        try:
+            self._record = await self._ledger.record(self._launch.session_id, self._proc.pid)
+        except Exception:
+            log.exception("could not record agent process of session %s", self._launch.session_id)
+        finally:
+            self._recorded.set()
+
+    async def _forget_process(self) -> None:
+        await self._recorded.wait()
+        if self._ledger is None or self._record is None:
+            return
+        try:
+            await self._ledger.forget(self._record)
+        except Exception:
+            log.exception("could not forget agent process of session %s", self._launch.session_id)
+
+    def _release_leash(self) -> None:
+        if self._leash_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._leash_fd)
+            self._leash_fd = None
+
     async def _watch(self) -> None:
         returncode = await self._proc.wait()
         # Decided when the exit is seen: a later stop() does not make a crash expected.
         unexpected = self._ready and not self._stopping
         # Whatever the agent left behind in its group goes with it.
         self._signal_group(signal.SIGKILL)
+        self._release_leash()
+        await self._forget_process()  # before _exited: stop() returns with the record gone
         await asyncio.wait({self._stderr_task, self._stdout_task}, timeout=EXIT_DRAIN_SECONDS)
         self._exit_reason = self._with_stderr(self._broken_reason or _describe_exit(returncode))
         self._exited.set()
@@ -650,40 +737,63 @@ def _describe_exit(returncode: int) -> str:
 class AcpRuntime:
     """Starts ACP agents as local subprocesses (implements `AgentRuntime`).
 
-    The agent inherits Kandev's environment with `launch.env` on top, runs in `launch.cwd`,
-    and is its own process-group leader.
+    The agent inherits Kandev's environment with `launch.env` on top (and `KANDEV_SESSION_ID`),
+    runs in `launch.cwd`, under the process guard, which is its process-group leader. With a
+    ledger, survivors of the session are killed before the launch and the new group leader is
+    recorded while it runs.
     """
 
-    def __init__(self, *, init_timeout: float = 30.0, stop_grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        init_timeout: float = 30.0,
+        stop_grace: float = 5.0,
+        ledger: AgentProcessLedger | None = None,
+    ) -> None:
         self.init_timeout = init_timeout
         self.stop_grace = stop_grace
+        self.ledger = ledger
 
     async def start(self, launch: AgentLaunch, events: AgentEvents) -> AcpAgentHandle:
         argv = resolve_command(launch.command)
         cwd = Path(launch.cwd)
         if not await asyncio.to_thread(os.path.isdir, cwd):
             raise AgentFailed(f"agent working directory does not exist: {cwd}")
-        env = {**os.environ, **launch.env}
+        env = {**os.environ, **launch.env, SESSION_ENV: launch.session_id}
+        await asyncio.to_thread(check_program, argv[0], env, cwd)
+        if self.ledger is not None:
+            # Never two agents for one session: an earlier one that survived goes first.
+            await self.ledger.reap(launch.session_id)
+        leash_read, leash_write = os.pipe()  # both ends close-on-exec in this process
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *guarded_argv(argv, leash_read),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=str(cwd),
                 env=env,
                 start_new_session=True,  # own process group: stop() ends the agent's children
+                pass_fds=(leash_read,),  # only the guard gets the read end
                 limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES,
             )
-        except FileNotFoundError:
-            raise AgentFailed(f"agent command not found: {argv[0]}") from None
-        except PermissionError:
-            raise AgentFailed(f"agent command is not executable: {argv[0]}") from None
         except OSError as exc:
+            os.close(leash_write)
             raise AgentFailed(f"agent command could not start: {argv[0]}: {exc}") from None
+        finally:
+            os.close(leash_read)
 
-        handle = AcpAgentHandle(launch, events, process, stop_grace=self.stop_grace)
+        handle = AcpAgentHandle(
+            launch,
+            events,
+            process,
+            stop_grace=self.stop_grace,
+            leash_fd=leash_write,
+            ledger=self.ledger,
+        )
         try:
+            if self.ledger is not None:
+                await handle._record_process()
             await handle._open(self.init_timeout)
         except BaseException:
             await asyncio.shield(handle.stop())

@@ -7,6 +7,7 @@ for "none" rather than NULL, as the original does: '' is the unowned / no-worksp
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     ForeignKey,
@@ -358,4 +359,21 @@ agent_tokens = Table(
     _created(),
     Column("revoked_at", UTCDateTime(), nullable=True),
     Index("ix_agent_tokens_session_id", "session_id"),
+)
+
+# The agent processes this server started and has not seen exit: a restarted server kills
+# the survivors before anything relaunches (kandev.agents.processes). No foreign key on
+# purpose: the record describes a process, and must outlive a deleted session until that
+# process is known to be gone.
+agent_processes = Table(
+    "agent_processes",
+    metadata,
+    Column("session_id", String(64), primary_key=True),  # one agent per session
+    Column("pid", Integer, nullable=False),  # the process-group leader (the guard)
+    Column("pgid", Integer, nullable=False),
+    # /proc/<pid>/stat field 22 (clock ticks after boot) and the boot id: a recycled pid
+    # never matches both, so it is never killed by mistake.
+    Column("start_ticks", BigInteger, nullable=False),
+    _text("boot_id"),
+    Column("started_at", UTCDateTime(), nullable=False),
 )
