@@ -23,6 +23,6 @@ async def asgi_client(
     app = create_app(config, services=services)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             client.services = services  # type: ignore[attr-defined]
             yield client

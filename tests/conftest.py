@@ -17,6 +17,7 @@ from kandev.clock import ManualClock
 from kandev.config import Settings, normalize_database_url
 from kandev.db.engine import Database
 from kandev.db.migrate import upgrade_to_head
+from kandev.perimeter import uvicorn_options
 from kandev.services import Services, build_services
 from tests.pg_server import PgServer, start_pg_server
 
@@ -145,6 +146,7 @@ class LiveServer:
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=3,
+            **uvicorn_options(),  # exactly as `kandev serve` runs it (proxy headers off)
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, daemon=True)

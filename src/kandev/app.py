@@ -1,4 +1,4 @@
-"""Builds the ASGI app: error mapping, auth middleware, routers, lifespan."""
+"""Builds the ASGI app: perimeter, error mapping, auth middleware, routers, lifespan."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from kandev.api.errors import install_error_handlers
 from kandev.auth.middleware import AuthMiddleware
 from kandev.config import Settings
 from kandev.mcp import mcp_lifespan, mount_mcp
+from kandev.perimeter import install_perimeter
 from kandev.services import Services, build_services
 
 
@@ -40,7 +41,11 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         finally:
             await services.close()
 
-    app = FastAPI(title="Kandev", version=__version__, lifespan=lifespan)
+    # No /docs or /redoc: they load Swagger/ReDoc from a CDN (nothing offline). The schema
+    # stays at /openapi.json, behind auth like the API (kandev.auth.middleware).
+    app = FastAPI(
+        title="Kandev", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.state.services = services
     install_error_handlers(app)
     for module in (
@@ -58,4 +63,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.include_router(module.router)
     mount_mcp(app, services)  # /mcp (people, bots) and /agent/mcp (session agents)
     app.add_middleware(AuthMiddleware, auth_service=services.auth)
+    install_perimeter(app, services.settings)  # outermost: hosts, origins, bodies on every route
     return app

@@ -24,6 +24,7 @@ from mcp_types import CallToolResult
 from kandev.app import create_app
 from kandev.clock import ManualClock
 from kandev.mcp.mount import is_mounted, mcp_lifespan, mount_mcp
+from kandev.perimeter import uvicorn_options
 from kandev.services import build_services
 from tests.conftest import LiveServer, free_port, make_settings
 
@@ -55,6 +56,7 @@ class McpLiveServer(LiveServer):
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=3,
+            **uvicorn_options(),  # exactly as `kandev serve` runs it (proxy headers off)
         )
         self.server = uvicorn.Server(config)
 

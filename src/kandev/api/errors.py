@@ -55,6 +55,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(400, describe_validation_error(exc))
 
+    @app.exception_handler(Exception)
+    async def _unhandled(_: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after sending this; the perimeter logs the traceback once.
+        return error_response(500, "internal error")
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else "error"

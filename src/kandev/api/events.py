@@ -16,6 +16,8 @@ from kandev.services import Services
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 KEEPALIVE_SECONDS = 15.0
+MAX_EVENT_ID = 2**63 - 1  # event ids are int64 on both databases
+MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
 
 
 def _visible(event: Event, user_id: str | None) -> bool:
@@ -34,6 +36,20 @@ def _frame(event: Event) -> str:
     return f"id: {event.id}\ndata: {json.dumps(event.payload(), separators=(',', ':'))}\n\n"
 
 
+def parse_last_event_id(value: str | None) -> int | None:
+    """An event id is a non-negative int64; anything else (a 5000-digit number, "²") is a
+    400 rather than an overflow deeper down."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= MAX_EVENT_ID_DIGITS):
+        raise ValidationFailed("Last-Event-ID", "must be an event id")
+    event_id = int(value)
+    if event_id > MAX_EVENT_ID:
+        raise ValidationFailed("Last-Event-ID", "must be an event id")
+    return event_id
+
+
 @router.get("/events")
 async def events(
     request: Request,
@@ -48,11 +64,7 @@ async def events(
             await services.access.authorize_task(conn, task_id)
         if session_id is not None:
             await services.access.authorize_session(conn, session_id)
-    after: int | None = None
-    if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise ValidationFailed("Last-Event-ID", "must be an event id")
-        after = int(last_event_id)
+    after = parse_last_event_id(last_event_id)
     user_id = caller_scope()
 
     stream = services.bus.subscribe(after)

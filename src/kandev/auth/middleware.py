@@ -28,6 +28,8 @@ PUBLIC_ROUTES = frozenset(
         ("POST", "/api/v1/auth/setup"),
     }
 )
+# The API's schema describes the API: it needs a credential like the API does.
+PROTECTED_OUTSIDE_API = frozenset({"/openapi.json"})
 _SLASHES = re.compile(r"/{2,}")
 # The MCP endpoints authenticate their own callers (PAT or agent token) in kandev.mcp.auth;
 # resolving credentials here too would cost a second token lookup per call.
@@ -40,7 +42,7 @@ def is_protected(method: str, path: str) -> bool:
     path = _SLASHES.sub("/", path)
     if (method.upper(), path) in PUBLIC_ROUTES:
         return False
-    return path == "/api" or path.startswith("/api/")
+    return path == "/api" or path.startswith("/api/") or path in PROTECTED_OUTSIDE_API
 
 
 def _self_authenticating(path: str) -> bool:

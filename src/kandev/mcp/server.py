@@ -20,9 +20,11 @@ from pydantic import ConfigDict
 
 from kandev import __version__
 from kandev.auth.identity import acting_as
+from kandev.errors import ValidationFailed
 from kandev.mcp.context import McpCaller, caller_from_scope, calling_as, current_caller
 from kandev.mcp.errors import error_result, tool_error, tool_success
 from kandev.mcp.tools import ToolContext, ToolSpec, tools_for
+from kandev.perimeter.nul import find_nul
 
 if TYPE_CHECKING:
     from kandev.services import Services
@@ -72,6 +74,14 @@ def resolve_caller(ctx: Context[Any, Any]) -> McpCaller | None:
     return caller_from_scope(_request_scope(ctx)) or current_caller()
 
 
+def reject_nul(arguments: dict[str, Any]) -> None:
+    """U+0000 in any argument is a VALIDATION_ERROR naming it, on both databases
+    (PostgreSQL would refuse it mid-transaction; CONTRACT §8)."""
+    field = find_nul(arguments)
+    if field is not None:
+        raise ValidationFailed(field or "arguments", "must not contain NUL characters")
+
+
 def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
     async def run(arguments: dict[str, Any], ctx: Context[Any, Any]) -> CallToolResult:
         caller = resolve_caller(ctx)
@@ -79,6 +89,7 @@ def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
             return tool_error("UNAUTHORIZED", NO_CALLER)
         with acting_as(caller.identity), calling_as(caller):
             try:
+                reject_nul(arguments)
                 args = spec.args.model_validate(arguments)
                 payload = await spec.handler(ToolContext(services, ctx), args)
             except Exception as exc:  # every failure becomes a tool error result

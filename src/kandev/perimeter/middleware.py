@@ -1,0 +1,197 @@
+"""PerimeterMiddleware: the outermost ASGI layer, in front of every route (CONTRACT §8).
+
+In order: forwarded headers (believed only from trusted proxies), Host (421), Origin on
+state-changing methods (403), NUL in path or query (400), body size (413) while the body is
+read, NUL in the body (400) — then the app, with the body replayed. Any exception that
+escapes the app before it answered becomes a JSON 500. Plain ASGI, so the app runs in the
+caller's task and context (the auth identity contextvar depends on it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kandev.perimeter.body import BodyTooLarge, ClientGone, declared_length, read_body, replay
+from kandev.perimeter.forwarded import FORWARDING_HEADERS
+from kandev.perimeter.nul import NUL, nul_in_form, nul_in_json, nul_in_query, nul_message
+from kandev.perimeter.policy import PerimeterPolicy, checks_body_for_nul
+from kandev.perimeter.responses import send_error
+
+logger = logging.getLogger(__name__)
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+HOST_NOT_ALLOWED = "host not allowed"
+CROSS_ORIGIN = "cross-origin request refused"
+TOO_LARGE = "request body too large"
+INTERNAL = "internal error"
+_FORM = b"application/x-www-form-urlencoded"
+
+
+class _Headers:
+    """The few request headers the perimeter reads, in one pass over the scope."""
+
+    __slots__ = (
+        "chunked",
+        "content_type",
+        "fetch_site",
+        "forwarded_for",
+        "forwarded_proto",
+        "host",
+        "host_count",
+        "length",
+        "origin",
+    )
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.host: bytes | None = None
+        self.host_count = 0
+        self.origin: bytes | None = None
+        self.fetch_site = b""
+        self.length: bytes | None = None
+        self.chunked = False
+        self.content_type = b""
+        self.forwarded_for: list[str] = []
+        self.forwarded_proto: str | None = None
+        for name, value in raw:
+            if name == b"host":
+                self.host, self.host_count = value, self.host_count + 1
+            elif name == b"origin":
+                self.origin = value
+            elif name == b"sec-fetch-site":
+                self.fetch_site = value.strip().lower()
+            elif name == b"content-length":
+                self.length = value
+            elif name == b"transfer-encoding":
+                self.chunked = True
+            elif name == b"content-type":
+                self.content_type = value.lower()
+            elif name == b"x-forwarded-for":
+                self.forwarded_for.append(value.decode("latin-1"))
+            elif name == b"x-forwarded-proto":
+                self.forwarded_proto = value.decode("latin-1")
+
+
+class PerimeterMiddleware:
+    def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            headers = _Headers(scope["headers"])
+            self._apply_forwarding(scope, headers)
+            if not self._host_allowed(headers):
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = complete = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started, complete
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                complete = True
+            await send(message)
+
+        try:
+            await self._guard(scope, receive, tracking_send)
+        except Exception:
+            # Starlette's error handler has already sent our JSON 500 and re-raises so the
+            # server can log it: log it here instead, once, and keep the connection.
+            if complete:
+                logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
+                return
+            if started:
+                raise  # half a response is out: the server logs it and drops the connection
+            logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            await send_error(send, 500, INTERNAL)
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _Headers(scope["headers"])
+        self._apply_forwarding(scope, headers)
+        if not self._host_allowed(headers):
+            await send_error(send, 421, HOST_NOT_ALLOWED)
+            return
+        method = scope["method"]
+        if method in STATE_CHANGING and self._cross_origin(headers):
+            await send_error(send, 403, CROSS_ORIGIN)
+            return
+        field = _nul_in_target(scope)
+        if field is not None:
+            await send_error(send, 400, nul_message(field))
+            return
+        if headers.length is None and not headers.chunked and method not in STATE_CHANGING:
+            await self.app(scope, receive, send)  # no body (GET, SSE): nothing to read
+            return
+        limit = self.policy.max_body_bytes
+        length = declared_length(headers.length)
+        if length is not None and length > limit:
+            await send_error(send, 413, TOO_LARGE)
+            return
+        try:
+            body = await read_body(receive, limit)
+        except BodyTooLarge:
+            await send_error(send, 413, TOO_LARGE)
+            return
+        except ClientGone:
+            return
+        if checks_body_for_nul(scope["path"]):
+            field = _nul_in_body(body, headers.content_type)
+            if field is not None:
+                await send_error(send, 400, nul_message(field))
+                return
+        await self.app(scope, replay(body, receive), send)
+
+    def _apply_forwarding(self, scope: Scope, headers: _Headers) -> None:
+        """Rewrite the client (and scheme) from a trusted proxy's headers; from anyone
+        else, drop the headers so nothing downstream can be fooled by them."""
+        peer = scope.get("client")
+        if peer and self.policy.proxies and self.policy.proxies.trusts(peer[0]):
+            if headers.forwarded_for:
+                client = self.policy.proxies.client_address(headers.forwarded_for)
+                if client is not None:
+                    scope["client"] = (client, 0)
+            if headers.forwarded_proto is not None:
+                proto = headers.forwarded_proto.split(",")[-1].strip().lower()
+                if proto in ("http", "https"):
+                    ws = scope["type"] == "websocket"
+                    scope["scheme"] = proto.replace("http", "ws") if ws else proto
+            return
+        if headers.forwarded_for or headers.forwarded_proto is not None:
+            scope["headers"] = [h for h in scope["headers"] if h[0] not in FORWARDING_HEADERS]
+
+    def _host_allowed(self, headers: _Headers) -> bool:
+        # No Host (HTTP/1.0) or several: refuse — every browser and HTTP/1.1 client sends one.
+        if headers.host is None or headers.host_count != 1:
+            return False
+        return self.policy.hosts.allows(headers.host.decode("latin-1"))
+
+    def _cross_origin(self, headers: _Headers) -> bool:
+        if headers.fetch_site == b"cross-site":
+            return True
+        if headers.origin is None:
+            return False  # curl, SDKs and same-origin GET-like navigations send none
+        return not self.policy.hosts.allows_origin(headers.origin.decode("latin-1"))
+
+
+def _nul_in_target(scope: Scope) -> str | None:
+    if NUL in scope["path"]:
+        return "path"
+    return nul_in_query(scope.get("query_string", b""))
+
+
+def _nul_in_body(body: bytes, content_type: bytes) -> str | None:
+    if content_type.startswith(_FORM):
+        return nul_in_form(body)
+    if content_type.startswith(b"multipart/"):
+        return None
+    return nul_in_json(body)  # FastAPI reads a body without Content-Type as JSON too

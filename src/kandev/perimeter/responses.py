@@ -1,0 +1,23 @@
+"""JSON error answers sent straight from ASGI, before any framework has seen the request."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import Send
+
+
+async def send_error(send: Send, status: int, message: str) -> None:
+    """`{"error": message}` with `status`.
+
+    The connection is kept: a body left unread (413) is then discarded by the server as it
+    arrives, never buffered. Closing instead would reset the connection under a client
+    still sending, and it would never see the 413.
+    """
+    body = json.dumps({"error": message}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
