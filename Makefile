@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 PY := $(VENV)/bin/python
+# The web UI's third-party front-end files (htmx) come from the npm registry, pinned by
+# package-lock.json; re-installed only when the lock changes (or node_modules is gone).
+NODE_STAMP := node_modules/.kandev-installed
 
 .PHONY: run test install lint format clean
 
@@ -13,12 +16,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed for the web UI's front-end files (install Node.js 20+)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
-run: $(STAMP)
+install: $(STAMP) $(NODE_STAMP)
+
+run: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/kandev serve
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -30,4 +38,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache node_modules

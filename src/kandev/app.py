@@ -26,6 +26,8 @@ from kandev.config import Settings
 from kandev.mcp import mcp_lifespan, mount_mcp
 from kandev.perimeter import install_perimeter
 from kandev.services import Services, build_services
+from kandev.web import router as web_router
+from kandev.web import static_app
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -61,6 +63,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         clarification,
     ):
         app.include_router(module.router)
+    app.include_router(web_router)  # web pages and fragments, /static/vendor (node_modules)
+    app.mount("/static", static_app(), name="static")  # Kandev's own CSS and ES modules
     mount_mcp(app, services)  # /mcp (people, bots) and /agent/mcp (session agents)
     app.add_middleware(AuthMiddleware, auth_service=services.auth)
     install_perimeter(app, services.settings)  # outermost: hosts, origins, bodies on every route

@@ -1,0 +1,72 @@
+"""Typed, documented page contexts: one frozen dataclass per page or fragment.
+
+Templates see exactly these fields (as `page.<field>`) plus render.BASE_CONTEXT;
+tests/web/test_page_contexts.py renders each page and compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kandev.board.models import AgentProfile, Workflow, WorkflowStep, Workspace
+from kandev.sessions.models import Message
+
+
+@dataclass(frozen=True)
+class Column:
+    """One workflow step on the board with its cards (task JSON, as REST returns it)."""
+
+    step: WorkflowStep
+    cards: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class BoardPage:
+    """`/`: the chosen workspace and workflow, and one column per step."""
+
+    workspaces: list[Workspace]
+    workspace: Workspace | None
+    workflows: list[Workflow]
+    workflow: Workflow | None
+    columns: list[Column]
+    profiles: list[AgentProfile]
+    total_tasks: int
+
+
+@dataclass(frozen=True)
+class CardFragment:
+    """`/tasks/{id}/card`: one card, as the board renders it."""
+
+    card: dict[str, Any]
+    step_name: str
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """`/tasks/{id}`: the task, its workflow stepper, its sessions and one conversation."""
+
+    task: dict[str, Any]
+    workflow: Workflow
+    sessions: list[dict[str, Any]]
+    session: dict[str, Any] | None
+    messages: list[Message]
+    has_more: bool
+    profiles: list[AgentProfile]
+    profile_names: dict[str, str]
+    clarification_rows: list[dict[str, Any]]  # message JSON of the bundle rows shown
+
+
+@dataclass(frozen=True)
+class MessagesFragment:
+    """`/sessions/{id}/messages-fragment`: conversation items, in order."""
+
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class ErrorPage:
+    status: int
+    title: str
+    message: str
+    links: list[tuple[str, str]] = field(default_factory=lambda: [("/", "Back to the board")])

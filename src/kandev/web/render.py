@@ -1,0 +1,87 @@
+"""The one function that calls Jinja, and the base context every page gets.
+
+Pages pass a frozen dataclass (web/pages.py); `render` adds BASE_CONTEXT's names. The
+Environment uses StrictUndefined, so a template cannot silently depend on a stray value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from kandev.auth.identity import current_identity
+from kandev.web.assets import static_url, vendor_url
+from kandev.web.markdown import render_markdown
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+
+# name → what it is; tests/web/test_page_contexts.py keeps this honest.
+BASE_CONTEXT: dict[str, str] = {
+    "request": "the Starlette request",
+    "identity": "the signed-in Identity, the synthetic one with auth off, or None",
+    "auth_mode": "'disabled', 'setup' or 'enabled'",
+    "nav": "which top-bar entry is current ('board', 'inbox', 'settings' or '')",
+    "page": "the page's dataclass (web/pages.py)",
+}
+
+
+def _tojson_attr(value: Any) -> Markup:
+    """JSON for an HTML attribute or a <script type=application/json> block."""
+    text = json.dumps(value, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(text)
+
+
+def _build_env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATE_DIR),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(static=static_url, vendor=vendor_url)
+    env.filters["markdown"] = render_markdown
+    env.filters["jsonattr"] = _tojson_attr
+    return env
+
+
+env = _build_env()
+
+
+def auth_mode(request: Request) -> str:
+    return request.app.state.services.auth.mode
+
+
+def render(
+    request: Request,
+    template: str,
+    page: Any,
+    *,
+    nav: str = "",
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """Render a full page or a fragment; `page` is a dataclass instance (or None)."""
+    context = {
+        "request": request,
+        "identity": current_identity(),
+        "auth_mode": auth_mode(request),
+        "nav": nav,
+        "page": page,
+    }
+    html = env.get_template(template).render(context)
+    response = HTMLResponse(html, status_code=status_code, headers=headers)
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+def page_fields(page: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(page)}

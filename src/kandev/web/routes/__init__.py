@@ -1,0 +1,11 @@
+"""Page and fragment routes, one module per page; `router` collects them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from kandev.web.routes import assets, board, tasks
+
+router = APIRouter(include_in_schema=False)
+for module in (assets, board, tasks):
+    router.include_router(module.router)

@@ -1,0 +1,138 @@
+"""The board `/`: workspace and workflow pickers, one column per step, live cards."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import RedirectResponse, Response
+
+from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
+from kandev.board.models import Workflow, Workspace
+from kandev.sessions.inputs import SessionCreate
+from kandev.web.pages import BoardPage, CardFragment, Column
+from kandev.web.render import render
+from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+
+router = APIRouter()
+BOARD_COOKIE = "kandev_board"  # "<workspace_id>:<workflow_id>", the last board shown
+
+
+def _pick(items: list, wanted: str | None, remembered: str | None):
+    by_id = {item.id: item for item in items}
+    for candidate in (wanted, remembered):
+        if candidate and candidate in by_id:
+            return by_id[candidate]
+    return items[0] if items else None
+
+
+def board_url(workspace_id: str = "", workflow_id: str = "") -> str:
+    query = "&".join(
+        f"{k}={v}" for k, v in (("workspace", workspace_id), ("workflow", workflow_id)) if v
+    )
+    return "/" + (f"?{query}" if query else "")
+
+
+@router.get("/", name="board")
+@page_route
+async def board_page(
+    request: Request, workspace: str | None = None, workflow: str | None = None
+) -> Response:
+    services = services_of(request)
+    remembered_ws, _, remembered_wf = request.cookies.get(BOARD_COOKIE, "").partition(":")
+    if workspace:  # an explicit id that is missing or invisible is a 404, as on REST
+        await services.workspaces.get_workspace(workspace)
+    workspaces, _ = await services.workspaces.list_workspaces()
+    chosen_ws: Workspace | None = _pick(workspaces, workspace, remembered_ws)
+    workflows: list[Workflow] = []
+    chosen_wf: Workflow | None = None
+    columns: list[Column] = []
+    total = 0
+    if chosen_ws is not None:
+        workflows, _ = await services.workflows.list_workflows(chosen_ws.id)
+        if workflow:
+            wanted = await services.workflows.get_workflow(workflow)
+            workflow = wanted.id if wanted.workspace_id == chosen_ws.id else None
+        chosen_wf = _pick(workflows, workflow, remembered_wf)
+    if chosen_wf is not None:
+        tasks, _ = await services.tasks.list_tasks(workflow_id=chosen_wf.id)
+        cards = [c for c in await services.tasks.present(tasks) if not c["archived_at"]]
+        total = len(cards)
+        by_step: dict[str, list] = {step.id: [] for step in chosen_wf.steps}
+        for card in cards:
+            by_step.setdefault(card["workflow_step_id"], []).append(card)
+        columns = [
+            Column(step=step, cards=sorted(by_step[step.id], key=lambda c: c["position"]))
+            for step in sorted(chosen_wf.steps, key=lambda s: s.position)
+        ]
+    page = BoardPage(
+        workspaces=workspaces,
+        workspace=chosen_ws,
+        workflows=workflows,
+        workflow=chosen_wf,
+        columns=columns,
+        profiles=await services.agent_profiles.list_profiles(),
+        total_tasks=total,
+    )
+    response = render(request, "board.html", page, nav="board")
+    if chosen_ws is not None:
+        value = f"{chosen_ws.id}:{chosen_wf.id if chosen_wf else ''}"
+        response.set_cookie(BOARD_COOKIE, value, max_age=365 * 86400, httponly=True, samesite="lax")
+    return response
+
+
+@router.get("/tasks/{task_id}/card", name="task_card")
+@page_route
+async def task_card(request: Request, task_id: str) -> Response:
+    """One card (htmx/live.js swaps it in); the same data path as the board."""
+    services = services_of(request)
+    card = await services.tasks.present_one(await services.tasks.get_task(task_id))
+    workflow = await services.workflows.get_workflow(card["workflow_id"])
+    step = workflow.step(card["workflow_step_id"])
+    page = CardFragment(card=card, step_name=step.name if step else "")
+    return render(request, "partials/card.html", page)
+
+
+@router.post("/workspaces/new", name="workspace_new")
+@page_route
+async def create_workspace(request: Request) -> Response:
+    """A workspace with the default workflow (Backlog, In Progress, Review, Done)."""
+    services = services_of(request)
+    form = await request.form()
+    data = parse_form(WorkspaceCreate, {"name": form_text(form, "name") or "My workspace"})
+    ws = await services.workspaces.create_workspace(data)
+    wf = await services.workflows.create_workflow(
+        parse_form(
+            WorkflowCreate,
+            {"workspace_id": ws.id, "name": form_text(form, "workflow") or "Development"},
+        )
+    )
+    return RedirectResponse(board_url(ws.id, wf.id), status_code=303)
+
+
+@router.post("/tasks/new", name="task_new")
+@page_route
+async def create_task(request: Request) -> Response:
+    """Create the task, then (with a profile) start its first session with the prompt."""
+    services = services_of(request)
+    form = await request.form()
+    values = {
+        "workspace_id": form_text(form, "workspace_id"),
+        "workflow_id": form_text(form, "workflow_id"),
+        "title": form_text(form, "title"),
+        "description": form_text(form, "description"),
+    }
+    if form_text(form, "workflow_step_id"):
+        values["workflow_step_id"] = form_text(form, "workflow_step_id")
+    task = await services.tasks.create_task(parse_form(TaskCreate, values))
+    profile_id = form_text(form, "agent_profile_id")
+    prompt = form_text(form, "prompt").strip()
+    if profile_id:
+        session = {"agent_profile_id": profile_id}
+        if prompt:
+            session["prompt"] = prompt
+        await services.sessions.create_session(task.id, parse_form(SessionCreate, session))
+    target = (
+        f"/tasks/{task.id}"
+        if form_text(form, "open")
+        else board_url(task.workspace_id, task.workflow_id)
+    )
+    return RedirectResponse(target, status_code=303)

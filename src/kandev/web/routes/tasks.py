@@ -1,0 +1,112 @@
+"""The task page `/tasks/{id}`: stepper, session tabs, the live conversation, the composer
+and the clarification overlay; plus the no-JavaScript form fallbacks and fragments."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import RedirectResponse, Response
+
+from kandev.moves.service import ACTOR_USER, MoveRequest
+from kandev.sessions.inputs import MessagePageQuery, PromptInput, SessionCreate
+from kandev.web.pages import MessagesFragment, TaskPage
+from kandev.web.render import render
+from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+
+router = APIRouter()
+CLARIFICATION_TYPE = "clarification_request"
+CONVERSATION_LIMIT = 500  # the newest messages shown; older ones stay reachable over REST
+
+
+def _pick_session(sessions: list[dict], wanted: str | None) -> dict | None:
+    for s in sessions:
+        if s["id"] == wanted:
+            return s
+    live = [s for s in sessions if s["state"] not in ("COMPLETED", "FAILED", "CANCELLED")]
+    primary = [s for s in sessions if s["is_primary"]]
+    return (live or primary or sessions or [None])[-1]
+
+
+@router.get("/tasks/{task_id}", name="task_page")
+@page_route
+async def task_page(request: Request, task_id: str, session: str | None = None) -> Response:
+    services = services_of(request)
+    task = await services.tasks.present_one(await services.tasks.get_task(task_id))
+    workflow = await services.workflows.get_workflow(task["workflow_id"])
+    sessions = await services.sessions.list_task_sessions(task_id)
+    chosen = _pick_session(sessions, session)
+    messages, has_more = [], False
+    if chosen is not None:
+        newest, has_more = await services.sessions.list_messages(
+            chosen["id"], MessagePageQuery(limit=CONVERSATION_LIMIT, sort="desc")
+        )
+        messages = list(reversed(newest))
+    profiles = await services.agent_profiles.list_profiles()
+    page = TaskPage(
+        task=task,
+        workflow=workflow,
+        sessions=sessions,
+        session=chosen,
+        messages=messages,
+        has_more=has_more,
+        profiles=profiles,
+        profile_names={p.id: p.name for p in profiles},
+        clarification_rows=[m.to_json() for m in messages if m.type == CLARIFICATION_TYPE],
+    )
+    return render(request, "task.html", page, nav="board")
+
+
+@router.get("/sessions/{session_id}/messages-fragment", name="messages_fragment")
+@page_route
+async def messages_fragment(
+    request: Request, session_id: str, after: str | None = None, limit: int = 100
+) -> Response:
+    """Conversation items after `after` (or the first ones), rendered as on the page."""
+    services = services_of(request)
+    query = MessagePageQuery(after=after, limit=max(1, min(limit, 500)))
+    messages, _ = await services.sessions.list_messages(session_id, query)
+    return render(request, "partials/_messages.html", MessagesFragment(messages=messages))
+
+
+# --- form fallbacks (the page works without JavaScript) --------------------------------
+
+
+@router.post("/tasks/{task_id}/move-form", name="task_move_form")
+@page_route
+async def move_form(request: Request, task_id: str) -> Response:
+    services = services_of(request)
+    form = await request.form()
+    await services.moves.move(
+        MoveRequest(
+            task_id=task_id,
+            workflow_id=form_text(form, "workflow_id"),
+            workflow_step_id=form_text(form, "workflow_step_id"),
+            position=None,
+            actor=ACTOR_USER,
+        ),
+        human=True,
+    )
+    back = form_text(form, "back")
+    return RedirectResponse(back if back.startswith("/") else f"/tasks/{task_id}", 303)
+
+
+@router.post("/tasks/{task_id}/sessions-form", name="session_new_form")
+@page_route
+async def new_session_form(request: Request, task_id: str) -> Response:
+    services = services_of(request)
+    form = await request.form()
+    values = {"agent_profile_id": form_text(form, "agent_profile_id") or None}
+    if form_text(form, "prompt").strip():
+        values["prompt"] = form_text(form, "prompt").strip()
+    created = await services.sessions.create_session(task_id, parse_form(SessionCreate, values))
+    return RedirectResponse(f"/tasks/{task_id}?session={created['id']}", 303)
+
+
+@router.post("/sessions/{session_id}/prompt-form", name="prompt_form")
+@page_route
+async def prompt_form(request: Request, session_id: str) -> Response:
+    services = services_of(request)
+    form = await request.form()
+    body = parse_form(PromptInput, {"text": form_text(form, "text")})
+    await services.sessions.prompt(session_id, body.text)
+    session = await services.sessions.get_session(session_id)
+    return RedirectResponse(f"/tasks/{session['task_id']}?session={session_id}", 303)

@@ -1,0 +1,201 @@
+// The board: drag and drop between and within columns (POST /api/v1/tasks/{id}/move),
+// and live cards from the event stream. Everything is delegated to the board element, so
+// start-up cost does not grow with the number of cards.
+import { api, errorText, toast } from "./app.js";
+import { connectEvents, fetchFragment } from "./live.js";
+
+const board = document.getElementById("board");
+
+function cardsOf(list) { return [...list.querySelectorAll(":scope > .card")]; }
+function listFor(stepId) { return board.querySelector(`.cards[data-step-id="${CSS.escape(stepId)}"]`); }
+
+function refreshCounts() {
+  let total = 0;
+  for (const column of board.querySelectorAll(".column")) {
+    const n = column.querySelectorAll(".card").length;
+    total += n;
+    column.querySelector("[data-count]").textContent = String(n);
+    const wip = Number(column.dataset.wip || 0);
+    column.querySelector(".wip")?.classList.toggle("wip-over", wip > 0 && n > wip);
+  }
+  const totalEl = document.getElementById("board-total");
+  if (totalEl) totalEl.textContent = String(total);
+}
+
+// Mirror of the server's shift_positions_from: later cards make room at `position`.
+function makeRoom(list, position, exceptId) {
+  for (const card of cardsOf(list)) {
+    if (card.dataset.taskId !== exceptId && Number(card.dataset.position) >= position) {
+      card.dataset.position = String(Number(card.dataset.position) + 1);
+    }
+  }
+}
+
+function insertByPosition(list, card) {
+  const position = Number(card.dataset.position);
+  const before = cardsOf(list).find(
+    (c) => c !== card && Number(c.dataset.position) > position,
+  );
+  list.insertBefore(card, before || null);
+}
+
+// --- drag and drop ---------------------------------------------------------------------
+
+let drag = null; // {card, fromList, fromNext}
+
+function clearIndicators() {
+  board.querySelectorAll(".drop-before").forEach((el) => el.classList.remove("drop-before"));
+  board.querySelectorAll(".drop-end").forEach((el) => el.classList.remove("drop-end"));
+  board.querySelectorAll(".drop-target").forEach((el) => el.classList.remove("drop-target"));
+}
+
+function dropSlot(list, clientY) {
+  // The card the dragged one will land before, or null for the end of the column.
+  return cardsOf(list).find((c) => {
+    if (drag && c === drag.card) return false;
+    const box = c.getBoundingClientRect();
+    return clientY < box.top + box.height / 2;
+  }) || null;
+}
+
+if (board) {
+  board.addEventListener("dragstart", (event) => {
+    const card = event.target.closest(".card");
+    if (!card) return;
+    drag = { card, fromList: card.parentElement, fromNext: card.nextElementSibling };
+    event.dataTransfer.effectAllowed = "move";
+    event.dataTransfer.setData("text/plain", card.dataset.taskId);
+    requestAnimationFrame(() => card.classList.add("dragging"));
+  });
+  board.addEventListener("dragend", () => {
+    drag?.card.classList.remove("dragging");
+    clearIndicators();
+  });
+  board.addEventListener("dragover", (event) => {
+    const list = event.target.closest(".column")?.querySelector(".cards");
+    if (!drag || !list) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    clearIndicators();
+    list.closest(".column").classList.add("drop-target");
+    const before = dropSlot(list, event.clientY);
+    if (before) before.classList.add("drop-before"); else list.classList.add("drop-end");
+  });
+  board.addEventListener("drop", (event) => {
+    const list = event.target.closest(".column")?.querySelector(".cards");
+    if (!drag || !list) return;
+    event.preventDefault();
+    const before = dropSlot(list, event.clientY);
+    clearIndicators();
+    moveCard(drag, list, before);
+    drag = null;
+  });
+}
+
+async function moveCard({ card, fromList, fromNext }, list, before) {
+  const others = cardsOf(list).filter((c) => c !== card);
+  const position = before
+    ? Number(before.dataset.position)
+    : others.reduce((max, c) => Math.max(max, Number(c.dataset.position) + 1), 0);
+  if (list === fromList && (before === fromNext || (before === null && fromNext === null))) {
+    return; // dropped where it was
+  }
+  list.insertBefore(card, before); // optimistic
+  card.classList.add("moving");
+  refreshCounts();
+  const result = await api("POST", `/api/v1/tasks/${card.dataset.taskId}/move`, {
+    workflow_id: board.dataset.workflowId,
+    workflow_step_id: list.dataset.stepId,
+    position,
+  });
+  card.classList.remove("moving");
+  if (!result.ok) {
+    fromList.insertBefore(card, fromNext && fromNext.parentElement === fromList ? fromNext : null);
+    refreshCounts();
+    toast(`Move refused: ${errorText(result)}`, "error");
+    card.dataset.moveError = errorText(result);
+    return;
+  }
+  const task = result.body.task;
+  if (task.workflow_step_id === list.dataset.stepId) {
+    makeRoom(list, task.position, task.id);
+    card.dataset.stepId = task.workflow_step_id;
+    card.dataset.position = String(task.position);
+  }
+  await replaceCard(task.id);
+}
+
+// --- live cards ------------------------------------------------------------------------
+
+const inflight = new Map(); // task id → {again: bool}
+
+function signature(el) {
+  return el ? `${el.dataset.stepId}|${el.dataset.position}|${el.className}|${el.innerHTML}` : "";
+}
+
+async function replaceCard(taskId) {
+  const running = inflight.get(taskId);
+  if (running) { running.again = true; return; }
+  const state = { again: false };
+  inflight.set(taskId, state);
+  try {
+    do {
+      state.again = false;
+      const { status, element } = await fetchFragment(`/tasks/${encodeURIComponent(taskId)}/card`);
+      const existing = document.getElementById(`task-${taskId}`);
+      if (status === 404) { existing?.remove(); continue; }
+      if (!element) continue;
+      const list = listFor(element.dataset.stepId);
+      if (!list) { existing?.remove(); continue; } // now on another workflow
+      if (existing && signature(existing) === signature(element)) continue;
+      const moved = !existing || existing.dataset.stepId !== element.dataset.stepId ||
+        existing.dataset.position !== element.dataset.position;
+      if (existing && !moved) { existing.replaceWith(element); continue; }
+      makeRoom(list, Number(element.dataset.position), taskId); // as the server did
+      existing?.remove();
+      insertByPosition(list, element);
+    } while (state.again);
+  } finally {
+    inflight.delete(taskId);
+    refreshCounts();
+    board.dataset.lastApplied = String(performance.now());
+    board.dispatchEvent(new CustomEvent("kandev:card-applied", { detail: { taskId } }));
+  }
+}
+
+const CARD_EVENTS = new Set(["task.created", "task.updated", "task.moved", "session.state_changed"]);
+
+function onEvent(event) {
+  const task = event.task;
+  if (event.type === "task.deleted") {
+    document.getElementById(`task-${event.task_id || task?.id}`)?.remove();
+    refreshCounts();
+    return;
+  }
+  let taskId = task?.id || event.task_id;
+  if (event.type.startsWith("session.message.")) {
+    const type = event.message?.type;
+    if (type !== "clarification_request" && type !== "permission_request") return;
+    taskId = event.message.task_id;
+  } else if (!CARD_EVENTS.has(event.type)) {
+    return;
+  }
+  if (!taskId) return;
+  if (task && task.workflow_id !== board.dataset.workflowId) {
+    document.getElementById(`task-${taskId}`)?.remove();
+    refreshCounts();
+    return;
+  }
+  window.__kandevLastEventAt = performance.now();
+  replaceCard(taskId);
+}
+
+if (board) {
+  connectEvents({
+    onEvent,
+    onReset: () => location.reload(),
+    statusEl: document.getElementById("live-status"),
+  });
+}
+document.body.dataset.ready = "1";
+window.__kandevReadyAt = performance.now();

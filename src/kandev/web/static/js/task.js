@@ -1,0 +1,2 @@
+// The task page (conversation, composer, overlay): filled in next.
+import "./app.js";

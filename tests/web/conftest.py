@@ -1,0 +1,121 @@
+"""Browser fixtures: Debian's Chromium driven by Playwright (never a downloaded browser),
+against a real uvicorn on 127.0.0.1. Browser tests are plain (sync) functions: Playwright's
+sync API runs its own loop, and the server runs in its own thread."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import missing
+
+CHROMIUM = os.environ.get("KANDEV_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCRIPTED_AGENT = str(Path(__file__).resolve().parents[1] / "agents" / "scripted_agent.py")
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 375, "height": 812}
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    if not Path(CHROMIUM).is_file():
+        missing(f"Chromium ({CHROMIUM})")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("Playwright for Python")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def server(live_server_factory, sqlite_url):
+    """A live Kandev (auth off, SQLite) on a free loopback port."""
+    return live_server_factory(sqlite_url, clarification_progress_seconds=0.2)
+
+
+@pytest.fixture
+def rest(server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def context(browser, server) -> Iterator:
+    ctx = browser.new_context(base_url=server.url, viewport=DESKTOP)
+    ctx.set_default_timeout(15_000)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(context):
+    return context.new_page()
+
+
+class Board:
+    """A workspace with the default workflow, made over REST."""
+
+    def __init__(self, rest: httpx.Client, name: str = "Acme") -> None:
+        self.rest = rest
+        self.workspace = created(rest.post("/api/v1/workspaces", json={"name": name}))
+        self.workflow = created(
+            rest.post(
+                "/api/v1/workflows",
+                json={"workspace_id": self.workspace["id"], "name": "Development"},
+            )
+        )
+        self.steps = {s["name"]: s for s in self.workflow["steps"]}
+
+    def task(self, title: str, step: str | None = None, **extra) -> dict:
+        body = {
+            "workspace_id": self.workspace["id"],
+            "workflow_id": self.workflow["id"],
+            "title": title,
+            **extra,
+        }
+        if step:
+            body["workflow_step_id"] = self.steps[step]["id"]
+        return created(self.rest.post("/api/v1/tasks", json=body))
+
+    def profile(self, name: str = "scripted") -> dict:
+        profiles = self.rest.get("/api/v1/agent-profiles").json()["agent_profiles"]
+        for p in profiles:
+            if p["name"] == name:
+                return p
+        return created(
+            self.rest.post(
+                "/api/v1/agent-profiles",
+                json={"name": name, "command": [sys.executable, SCRIPTED_AGENT]},
+            )
+        )
+
+    @property
+    def url(self) -> str:
+        return f"/?workspace={self.workspace['id']}&workflow={self.workflow['id']}"
+
+
+def created(response: httpx.Response) -> dict:
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+@pytest.fixture
+def board(rest) -> Board:
+    return Board(rest)
