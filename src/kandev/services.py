@@ -106,6 +106,8 @@ def build_services(
     orchestrator.clarifications = clarifications
     moves = MoveService(db, clock, id_factory, access, bus, orchestrator)
     orchestrator.moves = moves
+    tasks = TaskService(db, clock, id_factory, access)
+    tasks.orchestrator = orchestrator  # deleting or archiving a task stops its agents
     return Services(
         settings=settings,
         db=db,
@@ -115,7 +117,7 @@ def build_services(
         access=access,
         workspaces=WorkspaceService(db, clock, id_factory, access),
         workflows=WorkflowService(db, clock, id_factory, access),
-        tasks=TaskService(db, clock, id_factory, access),
+        tasks=tasks,
         agent_profiles=AgentProfileService(db, clock, id_factory),
         bus=bus,
         agent_tokens=agent_tokens,

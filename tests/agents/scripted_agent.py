@@ -13,6 +13,7 @@ Prompts (the first word picks the behaviour):
                  server and replies with the raw text of the result.
 - ``ignore-term`` ignores SIGTERM from now on (stop() must escalate to SIGKILL).
 - ``spawn FIFO`` starts a child that opens FIFO for writing and lives on; replies its pid.
+- ``sleeper``    starts a child that sleeps until killed; replies ``spawned <pid>``.
 - ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
                  the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
 
@@ -176,6 +177,12 @@ class ScriptedAgent:
             await self._say(session_id, "ignoring SIGTERM")
         elif command == "spawn":
             child = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, rest)
+            self._children.append(child)
+            await self._say(session_id, f"spawned {child.pid}")
+        elif command == "sleeper":
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", "import signal; signal.pause()"
+            )
             self._children.append(child)
             await self._say(session_id, f"spawned {child.pid}")
         elif command == "whoami":

@@ -18,6 +18,7 @@ from typing import Any
 from kandev.agents.runtime import AgentFailed, AgentHandle, AgentLaunch, AgentRuntime, AgentUpdate
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.board import agent_profile_repository, task_repository
+from kandev.board.models import Task
 from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.sessions import session_repository as sessions_repo
@@ -111,6 +112,11 @@ class Orchestrator:
             live.launching = False
             await self._fail(session_id, str(exc))
             return
+        except Exception as exc:  # a launch must never leave the session hanging in CREATED
+            log.exception("launching the agent of session %s failed", session_id)
+            live.launching = False
+            await self._fail(session_id, f"the agent could not be started: {exc}")
+            return
         live.launching = False
         await self.recorder.set_state(session_id, IDLE, only_from=(STARTING,))
         await self.dispatch_queued(session_id)
@@ -129,8 +135,7 @@ class Orchestrator:
             raise AgentFailed("the session's agent profile no longer exists")
         if task is None:
             raise AgentFailed("the session's task no longer exists")
-        cwd = Path(task.local_path) if task.local_path else self._task_folder(task.id)
-        cwd.mkdir(parents=True, exist_ok=True)
+        cwd = await asyncio.to_thread(self._agent_cwd, task)
         await self.recorder.set_state(session_id, STARTING, only_from=("CREATED", IDLE))
         async with self.db.write() as conn:
             # One live token per process: a relaunch revokes what the last process held.
@@ -152,6 +157,24 @@ class Orchestrator:
 
     def _task_folder(self, task_id: str) -> Path:
         return self.settings.data_dir / "tasks" / task_id
+
+    def _agent_cwd(self, task: Task) -> Path:
+        """Where the agent runs: the task's `local_path`, which must be an existing directory
+        (Kandev never creates directories at a user-given path), else the per-task folder in
+        the data dir (created)."""
+        if task.local_path:
+            path = Path(task.local_path)
+            if not path.is_absolute():
+                raise AgentFailed(f"local_path must be an absolute path: {task.local_path}")
+            if not path.is_dir():
+                raise AgentFailed(f"local_path is not an existing directory: {task.local_path}")
+            return path
+        folder = self._task_folder(task.id)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AgentFailed(f"could not create the task folder {folder}: {exc}") from None
+        return folder
 
     def agent_mcp_url(self) -> str:
         return f"{self.settings.public_base_url()}/agent/mcp/"

@@ -88,7 +88,8 @@ def _exit_like(status: int) -> None:
     """Exit the way the agent did: same exit code, or death by the same signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be caught anyway
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # only if the signal did not end us (it should)
     os._exit(os.waitstatus_to_exitcode(status))

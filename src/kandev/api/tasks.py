@@ -40,6 +40,17 @@ async def delete_task(task_id: str, services: Services = Depends(get_services)) 
     return Response(status_code=204)
 
 
+@router.post("/{task_id}/archive")
+async def archive_task(task_id: str, services: Services = Depends(get_services)) -> Any:
+    """Stops the task's agents (its sessions end CANCELLED), then archives it."""
+    return await services.tasks.present_one(await services.tasks.archive_task(task_id))
+
+
+@router.post("/{task_id}/unarchive")
+async def unarchive_task(task_id: str, services: Services = Depends(get_services)) -> Any:
+    return await services.tasks.present_one(await services.tasks.unarchive_task(task_id))
+
+
 @router.post("/{task_id}/move")
 async def move_task(
     task_id: str, body: TaskMove, services: Services = Depends(get_services)

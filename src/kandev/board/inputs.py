@@ -6,9 +6,10 @@ strings are rejected, never truncated.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
@@ -16,6 +17,17 @@ Description = Annotated[str, StringConstraints(max_length=20_000)]
 Prompt = Annotated[str, StringConstraints(max_length=100_000)]
 RowId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Path = Annotated[str, StringConstraints(max_length=4096)]
+
+
+def _absolute_or_empty(value: str) -> str:
+    if value and not os.path.isabs(value):
+        raise ValueError("must be an absolute path")
+    return value
+
+
+# A task's working directory for its agents: absolute; it must exist when an agent starts
+# (checked then, since directories come and go). Kandev never creates it.
+LocalPath = Annotated[Path, AfterValidator(_absolute_or_empty)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
 STEP_ACTION_TYPES = (
@@ -81,7 +93,7 @@ class TaskCreate(Input):
     workflow_step_id: RowId | None = None
     title: Title
     description: Description = ""
-    local_path: Path = ""
+    local_path: LocalPath = ""
 
 
 class TaskMove(Input):

@@ -1,10 +1,13 @@
-"""Task service: create, read, list and delete, through the access rules.
+"""Task service: create, read, list, archive and delete, through the access rules.
 
-Moves (REST and MCP) live in `kandev.moves.service.MoveService`.
+Moves (REST and MCP) live in `kandev.moves.service.MoveService`. Deleting or archiving a
+task stops its running agents first (through the orchestrator), so no agent outlives its
+task and nothing writes to rows that are gone.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kandev.board import task_repository
@@ -12,6 +15,7 @@ from kandev.board.inputs import TaskCreate
 from kandev.board.models import Task, Workflow, WorkflowStep
 from kandev.errors import ValidationFailed
 from kandev.service_base import ScopedService
+from kandev.sessions import session_repository
 
 TASK_STATE_TODO = "TODO"
 
@@ -24,6 +28,8 @@ def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -
 
 
 class TaskService(ScopedService):
+    orchestrator: Any = None  # the Orchestrator, set by the container
+
     async def create_task(self, data: TaskCreate) -> Task:
         async with self.db.write() as conn:
             await self.access.authorize_workspace(conn, data.workspace_id)
@@ -83,6 +89,36 @@ class TaskService(ScopedService):
             )
 
     async def delete_task(self, task_id: str) -> None:
+        await self.stop_task_agents(task_id)
         async with self.db.write() as conn:
             await self.access.authorize_task_write(conn, task_id)
             await task_repository.delete_task(conn, task_id)
+
+    async def archive_task(self, task_id: str) -> Task:
+        """Archived: off the board, its sessions ended (CANCELLED) and their agents stopped."""
+        await self.stop_task_agents(task_id)
+        return await self._set_archived(task_id, archived=True)
+
+    async def unarchive_task(self, task_id: str) -> Task:
+        return await self._set_archived(task_id, archived=False)
+
+    async def _set_archived(self, task_id: str, *, archived: bool) -> Task:
+        async with self.db.write() as conn:
+            task = await self.access.authorize_task_write(conn, task_id)
+            if (task.archived_at is not None) != archived:
+                now = self.clock.now()
+                await task_repository.update_task(
+                    conn, task_id, {"archived_at": now if archived else None, "updated_at": now}
+                )
+                task = await self.access.authorize_task_write(conn, task_id)
+            return task
+
+    async def stop_task_agents(self, task_id: str) -> None:
+        """End every session of the task that has not ended, stopping its agent process."""
+        async with self.db.read() as conn:
+            await self.access.authorize_task_write(conn, task_id)
+            sessions = await session_repository.list_task_sessions(conn, task_id)
+        live = [s.id for s in sessions if not s.is_terminal]
+        if self.orchestrator is not None and live:
+            # Concurrently: a task's agents take one stop grace period together, not each.
+            await asyncio.gather(*(self.orchestrator.stop_session(sid) for sid in live))

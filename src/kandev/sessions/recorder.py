@@ -23,6 +23,7 @@ from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.models import (
+    FAILED,
     IDLE,
     RUNNING,
     STARTING,
@@ -118,6 +119,8 @@ class SessionRecorder:
     ) -> Session | None:
         """Terminal state: open turns completed, queue cleared, agent tokens revoked.
 
+        A FAILED session with a reason also gets it in its conversation: an `error` message
+        by the `system` author, in the turn that was open (if any).
         Returns the session, or None when it was already terminal (nothing changed).
         `revoke` is the agent-token revoker (called inside the same transaction).
         """
@@ -128,6 +131,21 @@ class SessionRecorder:
             if session is None or session.is_terminal:
                 return None
             await lock_session_turns(conn, self.db, [session_id])
+            if state == FAILED and reason:
+                error = await messages_repo.insert_message(
+                    conn,
+                    {
+                        "id": self.new_id(),
+                        "session_id": session_id,
+                        "task_id": session.task_id,
+                        "turn_id": await turns_repo.open_turn_id(conn, session_id),
+                        "author_type": "system",
+                        "type": "error",
+                        "content": reason,
+                        "created_at": now,
+                    },
+                )
+                await self._message_event(conn, events, "added", error, None)
             await sessions_repo.set_state_unless_terminal(
                 conn, session_id, state, now, completed_at=now, error_message=reason
             )
