@@ -146,6 +146,8 @@ async def test_archiving_a_task_stops_its_agent_and_ends_its_sessions(server, ca
         assert (await client.get(f"/api/v1/sessions/{sid}")).json()["state"] == "CANCELLED"
         listed = await client.get("/api/v1/tasks", params={"workflow_id": task["workflow_id"]})
         assert listed.json()["tasks"] == []  # off the board
+        r = await client.post(f"/api/v1/tasks/{task['id']}/sessions", json={})
+        assert r.status_code == 409 and "archived" in r.json()["error"]
         r = await client.post(f"/api/v1/tasks/{task['id']}/unarchive")
         assert r.status_code == 200 and r.json()["archived_at"] is None
         r = await client.post(f"/api/v1/tasks/{task['id']}/archive")

@@ -777,9 +777,11 @@ class AcpRuntime:
                 pass_fds=(leash_read,),  # only the guard gets the read end
                 limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES,
             )
-        except OSError as exc:
-            os.close(leash_write)
-            raise AgentFailed(f"agent command could not start: {argv[0]}: {exc}") from None
+        except BaseException as exc:
+            os.close(leash_write)  # a guard that did start sees EOF and ends its group
+            if isinstance(exc, OSError):
+                raise AgentFailed(f"agent command could not start: {argv[0]}: {exc}") from None
+            raise
         finally:
             os.close(leash_read)
 

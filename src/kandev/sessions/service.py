@@ -52,7 +52,9 @@ class SessionService(ScopedService):
     async def create_session(self, task_id: str, data: SessionCreate) -> dict[str, Any]:
         now = self.clock.now()
         async with self.db.write() as conn:
-            await self.access.authorize_task_write(conn, task_id)
+            task = await self.access.authorize_task_write(conn, task_id)
+            if task.archived_at is not None:  # an archived task runs no agents
+                raise Conflict("task is archived; unarchive it to start a session")
             if data.agent_profile_id is not None:
                 profile = await agent_profile_repository.get_profile(conn, data.agent_profile_id)
                 if profile is None:
