@@ -59,13 +59,19 @@ class Services:
         await self.agent_profiles.ensure_builtin_profiles()
         # Claimed-but-undelivered answers and half-made resume turns are put right before
         # anything else runs; an inconsistency stops the start (RecoveryError).
-        await recover_on_startup(self.db, self.clock.now())
+        recovered = await recover_on_startup(self.db, self.clock.now())
         # Agent processes died with the previous server; their sessions wait for a prompt,
         # or for the answer to a question that is still open.
         for session_id in await self.orchestrator.recorder.settle_after_restart():
             await self.clarifications.settle_after_restart(session_id)
         # Deferred moves of sessions that ended can never apply: dropped (with an event).
         await self.moves.drop_orphaned()
+        if recovered.undelivered:
+            # Answers claimed before the crash but never confirmed delivered reach their
+            # agents as resumed turns, in the background (the start does not wait for them).
+            self.orchestrator.run_in_background(
+                self.clarifications.redeliver_after_restart(recovered.undelivered)
+            )
 
     async def close(self) -> None:
         await self.orchestrator.shutdown()

@@ -1,4 +1,9 @@
-"""Startup recovery of claims and resume reservations (reference §3.10) on both databases."""
+"""Startup recovery of claims and resume reservations (reference §3.10) on both databases.
+
+Unlike the baseline, a claim is never restored to pending at startup: `respond` may already
+have returned `claimed: true`, so an undelivered claim of a live session is reported for
+delivery (a resumed turn) and keeps its intent until that delivery is confirmed.
+"""
 
 from __future__ import annotations
 
@@ -57,12 +62,13 @@ async def set_turn_metadata(db: Database, turn_id: str, metadata: dict[str, Any]
         )
 
 
-def assert_restored(rows: list[Message]) -> None:
-    for row in rows:
-        assert row.metadata["status"] == PENDING
-        assert "response" not in row.metadata
-        assert "response_delivery_pending" not in row.metadata
-        assert row.updated_at == at(1000)
+def assert_undelivered(rows: list[Message], claimed: list[Message], status: str = ANSWERED) -> None:
+    """Still claimed, intent kept, nothing rewritten (the claim time stays responded_at)."""
+    assert [r.id for r in rows] == [m.id for m in claimed]
+    for row, before in zip(rows, claimed, strict=True):
+        assert row.metadata["status"] == status
+        assert row.metadata["response_delivery_pending"] is True
+        assert row.updated_at == before.updated_at
 
 
 def assert_retired(rows: list[Message], status: str = ANSWERED) -> None:
@@ -80,33 +86,36 @@ async def test_nothing_to_recover(db: Database) -> None:
 
 
 @pytest.mark.parametrize("status", [ANSWERED, REJECTED])
-async def test_undelivered_detached_claim_is_answerable_again(db: Database, status: str) -> None:
+async def test_undelivered_claim_is_kept_for_delivery_not_revived(
+    db: Database, status: str
+) -> None:
     claimed = await claimed_bundle(db, status)
-    report = await recover(db)
-    assert report == RecoveryReport(restored=["p1"])
-    rows = await bundle(db, "p1")
-    assert_restored(rows)
-    assert all(r.metadata["agent_disconnected"] is True for r in rows)
-    assert await active_ids(db) == [m.id for m in claimed]
-    assert await claim(db, "p1", REJECTED, when=2000) is not None
-    assert await recover(db) == RecoveryReport(restored=["p1"])  # a fresh, undelivered claim
-
-
-async def test_superseded_claim_is_retired_not_revived(db: Database) -> None:
-    claimed = await claimed_bundle(db)
-    await seed_turn(db, "turn-2", started=5)
-    assert await recover(db) == RecoveryReport(retired=["p1"])
-    rows = await bundle(db, "p1")
-    assert_retired(rows)
-    assert [r.updated_at for r in rows] == [m.updated_at for m in claimed]
+    assert await recover(db) == RecoveryReport(undelivered=["p1"])
+    assert_undelivered(await bundle(db, "p1"), claimed, status)
+    assert await active_ids(db) == []  # never answerable again: the claim stands
+    assert await claim(db, "p1", REJECTED, when=2000) is None
+    # Until its delivery is confirmed, every start reports it again.
+    assert await recover(db) == RecoveryReport(undelivered=["p1"])
+    assert await finalize(db, "p1", [m.id for m in claimed], status) is not None
     assert await recover(db) == RecoveryReport()
 
 
+async def test_superseded_claim_is_still_delivered(db: Database) -> None:
+    claimed = await claimed_bundle(db)
+    await seed_turn(db, "turn-2", started=5)
+    assert await recover(db) == RecoveryReport(undelivered=["p1"])
+    assert_undelivered(await bundle(db, "p1"), claimed)
+
+
 async def test_claim_of_an_ended_session_is_retired(db: Database) -> None:
-    await claimed_bundle(db)
+    claimed = await claimed_bundle(db)
     await set_state(db, "s1", "CANCELLED")
     assert await recover(db) == RecoveryReport(retired=["p1"])
-    assert_retired(await bundle(db, "p1"))
+    rows = await bundle(db, "p1")
+    assert_retired(rows)
+    assert all(r.metadata["response_delivered_via"] == "retired" for r in rows)
+    assert [r.updated_at for r in rows] == [m.updated_at for m in claimed]
+    assert await recover(db) == RecoveryReport()
 
 
 async def test_finalized_claim_is_left_alone(db: Database) -> None:
@@ -130,15 +139,15 @@ async def test_every_truthy_intent_encoding_is_recovered(db: Database, flag: Any
     claimed = await claimed_bundle(db)
     for row in claimed:
         await set_metadata(db, row.id, response_delivery_pending=flag)
-    assert await recover(db) == RecoveryReport(restored=["p1"])
-    assert_restored(await bundle(db, "p1"))
+    assert await recover(db) == RecoveryReport(undelivered=["p1"])
+    assert await statuses(db, "p1") == [ANSWERED, ANSWERED]
 
 
 # --- step 1: reservation turns ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("flag", TRUTHY)
-async def test_empty_unattempted_reservation_is_deleted_and_its_claim_restored(
+async def test_empty_unattempted_reservation_is_deleted_and_its_claim_kept_for_delivery(
     db: Database, flag: Any
 ) -> None:
     claimed = await claimed_bundle(db)
@@ -148,27 +157,29 @@ async def test_empty_unattempted_reservation_is_deleted_and_its_claim_restored(
     assert meta is not None
     await set_turn_metadata(db, "resume", {**meta, "prompt_dispatch_pending": flag})
     report = await recover(db)
-    assert report == RecoveryReport(restored=["p1"], deleted_reservations=["resume"])
+    assert report == RecoveryReport(undelivered=["p1"], deleted_reservations=["resume"])
     assert await turn_metadata(db, "resume") is None
-    assert_restored(await bundle(db, "p1"))
+    assert_undelivered(await bundle(db, "p1"), claimed)
     assert await current(db) == "turn-1"
-    assert await claim(db, "p1", when=2000) is not None
 
 
-async def test_reservation_restores_only_its_claimed_rows(db: Database) -> None:
+async def test_deleted_reservation_leaves_every_row_as_it_was(db: Database) -> None:
     await one_session_bundle(db, n=3)
     rows = await bundle(db, "p1")
     await set_metadata(db, rows[0].id, status=ANSWERED, response={"question_id": "q1"})
     claimed = await claim(db, "p1")
     assert claimed is not None
     await reserve(db, [m.id for m in claimed])
-    assert await recover(db) == RecoveryReport(restored=["p1"], deleted_reservations=["resume"])
-    assert await statuses(db, "p1") == [ANSWERED, PENDING, PENDING]
-    assert (await bundle(db, "p1"))[0].metadata["response"] == {"question_id": "q1"}
+    assert await recover(db) == RecoveryReport(undelivered=["p1"], deleted_reservations=["resume"])
+    assert await statuses(db, "p1") == [ANSWERED, ANSWERED, ANSWERED]
+    rows = await bundle(db, "p1")
+    assert rows[0].metadata["response"] == {"question_id": "q1"}
+    assert "response_delivery_pending" not in rows[0].metadata  # terminal before the claim
+    assert [r.metadata.get("response_delivery_pending") for r in rows[1:]] == [True, True]
 
 
 @pytest.mark.parametrize("flag", TRUTHY)
-async def test_attempted_reservation_is_kept_and_the_answer_stays_terminal(
+async def test_attempted_reservation_is_kept_and_its_answer_still_delivered(
     db: Database, flag: Any
 ) -> None:
     claimed = await claimed_bundle(db)
@@ -178,21 +189,22 @@ async def test_attempted_reservation_is_kept_and_the_answer_stays_terminal(
     assert meta is not None
     await set_turn_metadata(db, "resume", {**meta, "prompt_dispatch_attempted": flag})
     report = await recover(db)
-    assert report == RecoveryReport(kept_reservations=["resume"])
+    # The prompt may not have reached the agent: the claim keeps its intent for a resume.
+    assert report == RecoveryReport(undelivered=["p1"], kept_reservations=["resume"])
     assert await turn_metadata(db, "resume") == {"prompt_dispatch_start_event_pending": True}
     rows = await bundle(db, "p1")
-    assert_retired(rows)
+    assert_undelivered(rows, claimed)
     assert all(r.metadata["response"] for r in rows)
     assert await current(db) == "resume"
-    assert await recover(db) == RecoveryReport()
+    assert await recover(db) == RecoveryReport(undelivered=["p1"])
 
 
 async def test_reservation_with_a_message_is_kept(db: Database) -> None:
     claimed = await claimed_bundle(db)
     await reserve(db, [m.id for m in claimed])
     await seed_message(db, "prompt", turn_id="resume", type="message", when=160)
-    assert await recover(db) == RecoveryReport(kept_reservations=["resume"])
-    assert_retired(await bundle(db, "p1"))
+    assert await recover(db) == RecoveryReport(undelivered=["p1"], kept_reservations=["resume"])
+    assert_undelivered(await bundle(db, "p1"), claimed)
 
 
 async def test_kept_reservation_whose_claim_was_already_finalized(db: Database) -> None:
@@ -242,7 +254,7 @@ async def test_malformed_reservation_stops_the_start_but_not_the_other_recoverie
     meta = await turn_metadata(db, "resume")
     assert meta is not None
     await set_turn_metadata(db, "resume", {**meta, **broken})
-    # Another session's undelivered claim is still restored before the start is refused.
+    # Another session's undelivered claim is still settled before the start is refused.
     await seed_session(db, "s2")
     await seed_turn(db, "turn-s2", "s2")
     await seed_bundle(db, "p2", "s2", "turn-s2")
@@ -250,7 +262,7 @@ async def test_malformed_reservation_stops_the_start_but_not_the_other_recoverie
     with pytest.raises(RecoveryError, match="reservation turn resume"):
         await recover(db)
     assert await turn_metadata(db, "resume") == {**meta, **broken}  # kept for a human
-    assert await statuses(db, "p2") == [PENDING, PENDING]
+    assert await statuses(db, "p2") == [ANSWERED, ANSWERED]  # kept for delivery
     if "prompt_dispatch_clarification_pending_id" not in broken:
         # Its own bundle is left to the reservation: still claimed, intent kept.
         rows = await bundle(db, "p1")

@@ -21,12 +21,15 @@ from kandev.board import agent_profile_repository, task_repository
 from kandev.board.models import Task
 from kandev.config import Settings
 from kandev.db.engine import Database
+from kandev.faults import fault_point
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.models import CANCELLED, FAILED, IDLE, STARTING, Message, Session
 from kandev.sessions.recorder import SessionRecorder
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0
+# How long a resume waits for its prompt to be written to the agent's stdin.
+RESUME_SEND_SECONDS = 30.0
 
 # How a streamed update kind is stored as a message type.
 MESSAGE_TYPE_BY_UPDATE = {
@@ -95,6 +98,10 @@ class Orchestrator:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def run_in_background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Background work that must end with the server (shutdown cancels it)."""
+        self._spawn(coro)
 
     # --- launching ----------------------------------------------------------------------
 
@@ -206,22 +213,53 @@ class Orchestrator:
         live.session = session
         live.owner_id = await self.recorder.owner_of(session.task_id)
 
-    async def _run_turn(self, session_id: str, turn_id: str, text: str) -> None:
+    async def _run_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        text: str,
+        sent: asyncio.Future[None] | None = None,
+    ) -> None:
+        """One turn. `sent` (a resume) resolves once the prompt was written to the agent,
+        or fails when the turn ended before that."""
+
+        def prompt_sent() -> None:
+            if sent is not None and not sent.done():
+                sent.set_result(None)
+
+        def prompt_not_sent(exc: BaseException) -> None:
+            if sent is not None and not sent.done():
+                sent.set_exception(AgentFailed(f"the prompt was not sent: {exc}"))
+
         live = self.live(session_id)
         try:
             handle = await self._ensure_agent(session_id)
-            stop_reason = await handle.prompt(text)
-        except AgentFailed as exc:
+            stop_reason = await handle.prompt(text, on_sent=prompt_sent)
+        except Exception as exc:
+            prompt_not_sent(exc)
+            await self._turn_failed(session_id, turn_id, exc)
+            return
+        except BaseException as exc:  # cancelled: the server is shutting down
+            prompt_not_sent(exc)
+            raise
+        prompt_sent()  # a turn that ended was sent, whether or not the runtime said so
+        if live.stopping:
+            return
+        await self._turn_done(session_id, turn_id, stop_reason)
+
+    async def _turn_failed(self, session_id: str, turn_id: str, exc: Exception) -> None:
+        live = self.live(session_id)
+        if isinstance(exc, AgentFailed):
             if not live.stopping:
                 await self._fail(session_id, str(exc))
             return
-        except Exception as exc:  # an unexpected runtime bug must not strand the session
-            log.exception("turn %s of session %s failed", turn_id, session_id)
-            if not live.stopping:
-                await self._fail(session_id, f"internal error: {exc}")
-            return
-        if live.stopping:
-            return
+        # an unexpected runtime bug must not strand the session
+        log.error("turn %s of session %s failed", turn_id, session_id, exc_info=exc)
+        if not live.stopping:
+            await self._fail(session_id, f"internal error: {exc}")
+
+    async def _turn_done(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        live = self.live(session_id)
         async with live.lock:
             live.turn_id = None
             live.text_message = None
@@ -269,15 +307,17 @@ class Orchestrator:
         message_ids: list[str],
         prompt: str,
     ) -> None:
-        """Hand a late answer to the agent as a new turn; returns once it was dispatched.
+        """Hand a late answer to the agent as a new turn; returns once the prompt was
+        written to the agent's stdin (so the caller may then mark it delivered).
 
         A reservation turn is written first (not authoritative while empty and unattempted,
         so the question's own turn stays current and a failure can restore the bundle), then
         marked attempted right before the prompt goes to the agent: from that point the answer
-        is never restored or dispatched twice. Raises DispatchRejected when nothing was sent.
+        is never restored. Raises DispatchRejected when nothing was sent, and PromptNotSent
+        when the turn started but its prompt could not be written (the agent died first).
         """
         from kandev.clarification import repository as clarifications_repo
-        from kandev.clarification.service import DispatchRejected
+        from kandev.clarification.service import DispatchRejected, PromptNotSent
 
         live = self.live(session_id)
         async with live.lock:
@@ -317,7 +357,14 @@ class Orchestrator:
                 session, turn_id, prompt, clarifications_repo.publish_reservation
             )
             await self._begin_live_turn(live, session, turn_id)
-        self._spawn(self._run_turn(session_id, turn_id, prompt))
+            sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._spawn(self._run_turn(session_id, turn_id, prompt, sent))
+        try:
+            async with asyncio.timeout(RESUME_SEND_SECONDS):
+                await asyncio.shield(sent)
+        except (AgentFailed, TimeoutError) as exc:
+            raise PromptNotSent(str(exc) or "the prompt was not written in time") from exc
+        fault_point("after_resume_sent")
 
     async def cancel_turn(self, session_id: str) -> bool:
         live = self._live.get(session_id)

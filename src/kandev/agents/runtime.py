@@ -7,6 +7,7 @@ protocol, but the tests here use real ACP subprocesses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -71,9 +72,10 @@ class AgentHandle(Protocol):
     @property
     def alive(self) -> bool: ...
 
-    async def prompt(self, text: str) -> str:
+    async def prompt(self, text: str, on_sent: Callable[[], None] | None = None) -> str:
         """Run one turn; returns the ACP stop reason ('end_turn', 'cancelled', …).
 
+        `on_sent()` is called once the prompt was written to the agent (not only queued).
         Raises AgentFailed when the process dies during the turn.
         """
         ...

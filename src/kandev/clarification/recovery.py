@@ -1,11 +1,18 @@
 """Startup recovery of half-finished clarification deliveries (reference §3.10).
 
-Runs before the server admits prompts. Step 1 settles every resume reservation turn that
-is still marked `prompt_dispatch_pending`: one that was attempted (or already has a message)
-is kept — the answer reached, or may have reached, the agent, so it stays terminal — and
-one that was never attempted is deleted and the answer it carried is restored to pending.
-Step 2 settles every remaining delivery intent: restored when the bundle is still active,
-else retired (the intent cleared, the terminal status kept).
+Runs before the server admits prompts. A claim is never undone here: once the claim
+committed, `respond` may have returned `claimed: true` (nobody can tell whether that reply
+reached the human), so the answer is delivered, not put back (docs/questions.md,
+"Delivery guarantees"). The delivered mark is the absence of `response_delivery_pending`:
+it is cleared only after the agent was handed the answer.
+
+Step 1 settles every resume reservation turn still marked `prompt_dispatch_pending`: one
+that was attempted (or already has a message) becomes an ordinary turn, one that was never
+attempted is deleted; the claim it served keeps its delivery intent either way (its prompt
+was not confirmed written). Step 2 settles every delivery intent: a bundle of a live
+session is reported `undelivered` — the server resumes its agent with it once it runs
+(`ClarificationService.redeliver_after_restart`) — and one of an ended session is retired
+(the intent cleared, the terminal status kept).
 
 Each reservation and each bundle is settled in its own transaction; a problem with one is
 collected and the others still run, then `RecoveryError` names every problem and the
@@ -26,7 +33,9 @@ from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
+from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
+from kandev.sessions.models import TERMINAL_STATES
 from kandev.sessions.turns import lock_session_turns, turn_is_authoritative
 
 
@@ -36,7 +45,7 @@ class RecoveryError(KandevError):
 
 @dataclass
 class RecoveryReport:
-    restored: list[str] = field(default_factory=list)  # pending_ids answerable again
+    undelivered: list[str] = field(default_factory=list)  # pending_ids to deliver (resume)
     retired: list[str] = field(default_factory=list)  # pending_ids kept terminal, intent cleared
     deleted_reservations: list[str] = field(default_factory=list)  # turn ids
     kept_reservations: list[str] = field(default_factory=list)  # turn ids, now ordinary turns
@@ -64,10 +73,7 @@ async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
             continue
         if outcome is None:
             continue
-        kept, restored_pending_id = outcome
-        (report.kept_reservations if kept else report.deleted_reservations).append(turn_id)
-        if restored_pending_id is not None:
-            report.restored.append(restored_pending_id)
+        (report.kept_reservations if outcome else report.deleted_reservations).append(turn_id)
     pending_ids, orphans = await _delivery_intents(db)
     problems += [
         f"clarification message {m} has a delivery intent but no pending_id" for m in orphans
@@ -75,12 +81,12 @@ async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
     for pending_id in pending_ids:
         try:
             async with db.write() as conn:
-                restored = await _settle_delivery(conn, db, pending_id, now)
+                undelivered = await _settle_delivery(conn, db, pending_id)
         except (RecoveryError, repo.ClarificationStateError) as exc:
             problems.append(str(exc))
             continue
-        if restored is not None:
-            (report.restored if restored else report.retired).append(pending_id)
+        if undelivered is not None:
+            (report.undelivered if undelivered else report.retired).append(pending_id)
     if problems:
         raise RecoveryError("clarification startup recovery failed: " + "; ".join(problems))
     return report
@@ -147,8 +153,8 @@ async def _load_reservation(conn: AsyncConnection, turn_id: str) -> _Reservation
 
 async def _settle_reservation(
     conn: AsyncConnection, db: Database, turn_id: str, now: datetime
-) -> tuple[bool, str | None] | None:
-    """(kept?, pending_id restored or None); None when it is no longer a reservation."""
+) -> bool | None:
+    """True: kept (an ordinary turn now), False: deleted; None: no longer a reservation."""
     found = await _load_reservation(conn, turn_id)
     if found is None:
         return None
@@ -158,7 +164,7 @@ async def _settle_reservation(
         return None
     if reservation.authoritative:
         if reservation.pending_id is not None:
-            await _retire_reserved_claim(conn, reservation)
+            await _check_reserved_claim(conn, reservation)
         await conn.execute(
             update(turns)
             .where(turns.c.id == turn_id)
@@ -170,13 +176,12 @@ async def _settle_reservation(
                 updated_at=now,
             )
         )
-        return True, None
-    restored = None
+        return True
     if reservation.pending_id is not None:
-        restored = await _restore_reserved_claim(conn, reservation, now)
+        await _reserved_rows(conn, reservation)
     if not await repo.delete_reservation(conn, turn_id):
         raise RecoveryError(f"reservation turn {turn_id} could not be deleted")
-    return False, restored
+    return False
 
 
 async def _reserved_rows(conn: AsyncConnection, reservation: _Reservation) -> list[Any]:
@@ -201,18 +206,16 @@ async def _reserved_rows(conn: AsyncConnection, reservation: _Reservation) -> li
     return list(rows)
 
 
-async def _retire_reserved_claim(conn: AsyncConnection, reservation: _Reservation) -> None:
-    """The resume was (maybe) sent: the answer stays terminal, its intent is cleared.
-
-    The reserved rows must all exist, be answered, and be the only rows of the bundle
-    that still carry an intent.
-    """
+async def _check_reserved_claim(conn: AsyncConnection, reservation: _Reservation) -> None:
+    """The reserved rows must all exist, carry one claim outcome, and be the only rows of
+    the bundle that still carry an intent; the rows themselves are left to step 2."""
     rows = await _reserved_rows(conn, reservation)
     where = f"reservation turn {reservation.turn_id} (pending_id {reservation.pending_id})"
     if {r["id"] for r in rows} != set(reservation.message_ids):
         raise RecoveryError(f"{where}: reserved messages are missing")
-    if any(r["metadata"].get(repo.STATUS_KEY) != repo.ANSWERED for r in rows):
-        raise RecoveryError(f"{where}: reserved messages are not all answered")
+    outcomes = {r["metadata"].get(repo.STATUS_KEY) for r in rows}
+    if len(outcomes) != 1 or not outcomes <= set(repo.CLAIM_STATUSES):
+        raise RecoveryError(f"{where}: reserved messages are not all answered or rejected")
     stray = [
         m.id
         for m in await repo.find_delivery_intent_messages(conn, reservation.pending_id or "")
@@ -220,36 +223,6 @@ async def _retire_reserved_claim(conn: AsyncConnection, reservation: _Reservatio
     ]
     if stray:
         raise RecoveryError(f"{where}: message {stray[0]} carries an unreserved intent")
-    await conn.execute(
-        update(messages)
-        .where(
-            messages.c.id.in_(reservation.message_ids),
-            json_key_text(messages.c.metadata, repo.STATUS_KEY) == repo.ANSWERED,
-        )
-        .values(metadata=json_remove_keys(messages.c.metadata, [repo.DELIVERY_PENDING_KEY]))
-    )
-
-
-async def _restore_reserved_claim(
-    conn: AsyncConnection, reservation: _Reservation, now: datetime
-) -> str | None:
-    """Nothing was sent: reserved rows still answered go back to pending."""
-    await _reserved_rows(conn, reservation)
-    result = await conn.execute(
-        update(messages)
-        .where(
-            messages.c.id.in_(reservation.message_ids),
-            json_key_text(messages.c.metadata, repo.STATUS_KEY) == repo.ANSWERED,
-        )
-        .values(
-            metadata=json_remove_keys(
-                json_set_keys(messages.c.metadata, {repo.STATUS_KEY: repo.PENDING}),
-                [repo.RESPONSE_KEY, repo.DELIVERY_PENDING_KEY],
-            ),
-            updated_at=now,
-        )
-    )
-    return reservation.pending_id if result.rowcount else None
 
 
 # --- step 2: delivery intents -------------------------------------------------------------
@@ -287,10 +260,8 @@ async def _delivery_intents(db: Database) -> tuple[list[str], list[str]]:
     return pending_ids, orphans
 
 
-async def _settle_delivery(
-    conn: AsyncConnection, db: Database, pending_id: str, now: datetime
-) -> bool | None:
-    """True: restored to pending; False: intent retired; None: nothing left to do."""
+async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str) -> bool | None:
+    """True: undelivered (to resume); False: retired; None: nothing left to do."""
     carrying = await repo.find_delivery_intent_messages(conn, pending_id)
     if not carrying:
         return None
@@ -301,9 +272,17 @@ async def _settle_delivery(
             f"{sorted(str(s) for s in statuses)}"
         )
     terminal = statuses.pop()
+    session_ids = {m.session_id for m in carrying}
+    live = (
+        await conn.execute(
+            select(sessions.c.id).where(
+                sessions.c.id.in_(session_ids), sessions.c.state.not_in(TERMINAL_STATES)
+            )
+        )
+    ).all()
+    if len(session_ids) == 1 and live:
+        return True  # the agent gets it as a resumed turn once the server runs
     ids = [m.id for m in carrying]
-    if await repo.restore_active_bundle(conn, db, pending_id, terminal, ids, now) is not None:
-        return True
-    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids) is None:
+    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids, repo.VIA_RETIRED) is None:
         raise RecoveryError(f"clarification {pending_id}: delivery intent could not be retired")
     return False

@@ -75,6 +75,14 @@ STATUS_KEY = "status"
 RESPONSE_KEY = "response"
 AGENT_DISCONNECTED_KEY = "agent_disconnected"
 DELIVERY_PENDING_KEY = "response_delivery_pending"
+# Set when the delivery intent is cleared: how the outcome reached the agent (or why not).
+DELIVERED_VIA_KEY = "response_delivered_via"
+VIA_TOOL_CALL = "tool_call"  # the waiting ask call's result was written to the agent
+VIA_RESUME_TURN = "resume_turn"  # a resume prompt was written to the agent's stdin
+VIA_RECORDED = "recorded"  # nobody to resume (detached rejection, agent Kandev does not run)
+VIA_RETIRED = "retired"  # startup recovery: the session ended before it could be delivered
+DELIVERY_VIAS = (VIA_TOOL_CALL, VIA_RESUME_TURN, VIA_RECORDED, VIA_RETIRED)
+REJECT_REASON_KEY = "reject_reason"  # a rejection's reason, for a resume after a restart
 PARENT_QUESTION_KEY = "parent_question"
 
 # Reservation turn metadata keys (§1.4). The first two live in sessions.turns.
@@ -305,6 +313,7 @@ async def claim_active_bundle(
     status: str,
     responses: dict[str, dict[str, Any]] | None,
     now: datetime,
+    reject_reason: str = "",
 ) -> list[Message] | None:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
@@ -312,7 +321,7 @@ async def claim_active_bundle(
     moves the rows, the others (and any caller of a superseded, ended or malformed bundle)
     get None with nothing written. The claimed rows then carry `status` and the delivery
     intent (`response_delivery_pending`), plus `response` (responses[question_id]) when
-    answered.
+    answered, or `reject_reason` when rejected (a resume after a restart quotes it).
     """
     _check_terminal(status)
     await _lock_bundle(conn, db, pending_id)
@@ -337,7 +346,7 @@ async def claim_active_bundle(
         if not claimed:
             return None
         out = [
-            await _write_claim(conn, row, status, responses, now)
+            await _write_claim(conn, row, status, responses, now, reject_reason)
             for row in claimed  # question order: the order the reference writes them in
         ]
     return out
@@ -349,6 +358,7 @@ async def _write_claim(
     status: str,
     responses: dict[str, dict[str, Any]] | None,
     now: datetime,
+    reject_reason: str,
 ) -> Message:
     question_id = row.metadata.get(QUESTION_ID_KEY)
     if not isinstance(question_id, str) or not question_id:
@@ -360,6 +370,8 @@ async def _write_claim(
                 f"missing response for clarification question {question_id}"
             )
         changes[RESPONSE_KEY] = responses[question_id]
+    elif reject_reason:
+        changes[REJECT_REASON_KEY] = reject_reason
     written = _rows(
         await conn.execute(
             update(messages)
@@ -374,15 +386,23 @@ async def _write_claim(
 
 
 async def finalize_delivery(
-    conn: AsyncConnection, db: Database, pending_id: str, terminal: str, claimed_ids: list[str]
+    conn: AsyncConnection,
+    db: Database,
+    pending_id: str,
+    terminal: str,
+    claimed_ids: list[str],
+    via: str = VIA_TOOL_CALL,
 ) -> list[Message] | None:
-    """Clear the delivery intent once the answer was handed over (§3.3).
+    """The delivered mark: clear the delivery intent once the answer was handed over (§3.3),
+    recording how (`response_delivered_via`).
 
     None unless the rows still carrying the intent are exactly `claimed_ids`, all with
     status `terminal`. `updated_at` is left alone: it stays the claim's time, the
     "responded_at" every caller sees.
     """
     _check_terminal(terminal)
+    if via not in DELIVERY_VIAS:
+        raise ValueError(f"invalid clarification delivery {via!r}")
     _check_claimed_ids(claimed_ids)
     await _lock_bundle(conn, db, pending_id)
     carrying = await find_delivery_intent_messages(conn, pending_id)
@@ -399,7 +419,12 @@ async def finalize_delivery(
                 _meta(STATUS_KEY) == terminal,
                 _delivery_pending(),
             )
-            .values(metadata=json_remove_keys(messages.c.metadata, [DELIVERY_PENDING_KEY]))
+            .values(
+                metadata=json_set_keys(
+                    json_remove_keys(messages.c.metadata, [DELIVERY_PENDING_KEY]),
+                    {DELIVERED_VIA_KEY: via},
+                )
+            )
             .returning(*messages.c)
         )
     )

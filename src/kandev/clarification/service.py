@@ -6,9 +6,13 @@ flow follows reference clarification-baseline §2-§4:
 
 - ask: validate → durable rows (one message per question) → session WAITING_FOR_INPUT, task
   REVIEW → wait on the store, with progress notifications → the agent's result;
-- answer: claim (the one claim statement) → live waiter confirms durably (finalize) before
-  the agent sees it, or, with no waiter, a resume turn is dispatched (answered) or the
-  rejection is just recorded; any failed delivery restores the bundle so it can be retried.
+- answer: claim (the one claim statement) → the live waiter hands the answer to the agent
+  and, once its tool result was sent, writes the delivered mark (finalize); with no waiter
+  a resume turn's prompt is written to the agent (answered) or the rejection is just
+  recorded, then the mark. `claimed: true` is returned only after the mark committed. A
+  delivery known to have failed restores the bundle so it can be retried; a claim whose
+  delivery was never confirmed when the server died is delivered after the restart
+  (`redeliver_after_restart`, docs/questions.md "Delivery guarantees").
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from kandev.clarification.store import (
     AlreadyResponded,
     ClarificationResponse,
     ClarificationStore,
+    ConfirmationFailed,
+    Handoff,
+    HandoffNotSent,
     PendingRequest,
     StoreError,
     StoreNotFound,
@@ -39,6 +46,7 @@ from kandev.clarification.texts import resume_prompt
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, NotFound, ValidationFailed
+from kandev.faults import fault_point
 from kandev.ids import IdFactory
 from kandev.service_base import ScopedService
 from kandev.sessions import session_repository as sessions_repo
@@ -51,6 +59,10 @@ log = logging.getLogger(__name__)
 BUNDLE_NOT_FOUND = "clarification request not found"
 NO_LONGER_ACTIVE = "clarification request is no longer active"
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# Registers (on_sent, on_unsent) to run once the caller's result was (or was not) sent.
+AfterSent = Callable[[Callable[[], Awaitable[None]], Callable[[str], None]], None]
+REDELIVERY_BUSY_RETRIES = 300  # times REDELIVERY_BUSY_WAIT: how long a redelivery waits
+REDELIVERY_BUSY_WAIT = 0.2
 
 
 class DeliveryFailed(KandevError):
@@ -61,6 +73,10 @@ class DeliveryFailed(KandevError):
 
 class DispatchRejected(Exception):
     """The resume turn was not accepted by the agent runtime (nothing was sent)."""
+
+
+class PromptNotSent(Exception):
+    """A resume turn started, but its prompt never reached the agent (it died first)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,19 @@ class Bundle:
         if repo.PENDING in statuses:
             return repo.PENDING
         return sorted(statuses)[0]
+
+
+def _abort_orphaned_handoff(waiter: asyncio.Future[Any]) -> None:
+    """Done callback of a waiter whose caller left: abort a handoff nobody will use."""
+    if waiter.cancelled() or waiter.exception() is not None:
+        return
+    _, handoff = waiter.result()
+    if handoff is not None:
+        handoff.abort("the ask call went away")
+
+
+def _carries_intent(message: Message) -> bool:
+    return str(message.metadata.get(repo.DELIVERY_PENDING_KEY)).lower() in ("true", "1")
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -251,14 +280,20 @@ class ClarificationService(ScopedService):
         context: Any = None,
         context_paragraphs: Any = None,
         progress: Progress | None = None,
+        after_sent: AfterSent | None = None,
     ) -> dict[str, Any]:
-        """The agent's blocking ask_user_question_kandev call."""
+        """The agent's blocking ask_user_question_kandev call.
+
+        `after_sent` (the MCP request's receipt) defers the delivered mark until the result
+        was actually sent to the agent; without it the answer is marked delivered before
+        this returns (in-process callers).
+        """
         pending_id, questions = await self.create_bundle(
             session_id, raw_questions, context, context_paragraphs
         )
         await self.recorder.mark_waiting(session_id)
         try:
-            response = await self._wait_with_progress(pending_id, progress)
+            response, handoff = await self._wait_with_progress(pending_id, progress)
         except asyncio.CancelledError:
             # The agent's MCP call went away (client timeout, disconnect): the question stays
             # answerable; a late answer resumes the agent in a new turn.
@@ -267,13 +302,24 @@ class ClarificationService(ScopedService):
         except StoreError as exc:
             await self.pause_for_input(session_id)
             raise DeliveryFailed("Clarification request timed out or was cancelled") from exc
-        await self.recorder.mark_answered_live(session_id)
-        return agent_result(pending_id, questions, response)
+        try:
+            await self.recorder.mark_answered_live(session_id)
+            result = agent_result(pending_id, questions, response)
+            if handoff is not None:
+                if after_sent is None:
+                    await handoff.confirm()
+                else:
+                    after_sent(handoff.confirm, handoff.abort)
+        except BaseException:
+            if handoff is not None:
+                handoff.abort("the ask call failed before returning the answer")
+            raise
+        return result
 
     async def _wait_with_progress(
         self, pending_id: str, progress: Progress | None
-    ) -> ClarificationResponse:
-        waiter = asyncio.ensure_future(self.store.wait_for_response(pending_id))
+    ) -> tuple[ClarificationResponse, Handoff | None]:
+        waiter = asyncio.ensure_future(self.store.wait_for_handoff(pending_id))
         tick = 0
         try:
             while True:
@@ -288,6 +334,8 @@ class ClarificationService(ScopedService):
         finally:
             if not waiter.done():
                 waiter.cancel()
+                # Defensive: a handoff taken anyway must not hold the responder up.
+                waiter.add_done_callback(_abort_orphaned_handoff)
 
     # --- lifecycle hooks ----------------------------------------------------------------
 
@@ -456,10 +504,17 @@ class ClarificationService(ScopedService):
         outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
         async with self.db.write() as conn:
             claimed = await repo.claim_active_bundle(
-                conn, self.db, pending_id, outcome.status, outcome.responses(), self.clock.now()
+                conn,
+                self.db,
+                pending_id,
+                outcome.status,
+                outcome.responses(),
+                self.clock.now(),
+                reject_reason=outcome.reject_reason if outcome.rejected else "",
             )
         if claimed is None:
             return await self._loser(pending_id)
+        fault_point("after_claim")
         response = ClarificationResponse(
             pending_id=pending_id,
             answers=outcome.answers,
@@ -496,18 +551,30 @@ class ClarificationService(ScopedService):
         claimed_ids = [m.id for m in claimed]
 
         async def confirm(_: ClarificationResponse) -> None:
-            await self._finalize(bundle.pending_id, status, claimed_ids)
+            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL)
 
         try:
             await self.store.respond_with_delivery_confirmation(
                 bundle.pending_id, response, confirm, wait_seconds=self.delivery_wait_seconds
             )
-        except StoreNotFound:
+        except (StoreNotFound, HandoffNotSent):
+            # No waiter, or the agent's call ended before its result was sent (it never saw
+            # the answer): delivered the detached way, like any late answer.
             await self._deliver_detached(bundle, status, claimed_ids, response)
             return
         except AlreadyResponded:
-            await self._finalize(bundle.pending_id, status, claimed_ids)
+            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL)
             raise DeliveryFailed("response already submitted") from None
+        except ConfirmationFailed as exc:
+            if exc.delivered:
+                # The agent has the answer: never offer it again (no restore).
+                raise DeliveryFailed(
+                    "clarification response was delivered, but its delivery could not be recorded"
+                ) from exc
+            await self._restore(bundle.pending_id, status, claimed_ids)
+            raise DeliveryFailed(
+                "failed to deliver clarification response; response can be retried"
+            ) from exc
         except StoreError as exc:
             await self._restore(bundle.pending_id, status, claimed_ids)
             raise DeliveryFailed(
@@ -526,32 +593,101 @@ class ClarificationService(ScopedService):
         if status == repo.REJECTED or (session is not None and session.agent_profile_id is None):
             # Recorded without resuming: a rejection needs no new turn, and an agent Kandev
             # does not run reads the answer from the conversation.
-            await self._finalize(bundle.pending_id, status, claimed_ids)
+            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_RECORDED)
             return
-        prompt = resume_prompt(
-            bundle.questions, response.answers, response.rejected, response.reject_reason
-        )
         try:
-            await self.orchestrator.resume_detached(
-                session_id=bundle.session_id,
-                pending_id=bundle.pending_id,
-                clarification_turn_id=bundle.turn_id,
-                message_ids=claimed_ids,
-                prompt=prompt,
-            )
+            await self._resume(bundle, claimed_ids, response)
         except DispatchRejected as exc:
             await self._restore(bundle.pending_id, status, claimed_ids)
             raise DeliveryFailed(
                 f"failed to resume clarification ({exc}); response can be retried"
             ) from exc
-        await self._finalize(bundle.pending_id, status, claimed_ids)
+        except PromptNotSent as exc:
+            # The turn started but the agent died first: the session failed with it.
+            raise DeliveryFailed(
+                f"clarification response was accepted, but the agent could not be resumed: {exc}"
+            ) from exc
+        await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_RESUME_TURN)
 
-    async def _finalize(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
+    async def _resume(
+        self, bundle: Bundle, claimed_ids: list[str], response: ClarificationResponse
+    ) -> None:
+        """A resume turn whose prompt was written to the agent when this returns."""
+        prompt = resume_prompt(
+            bundle.questions, response.answers, response.rejected, response.reject_reason
+        )
+        await self.orchestrator.resume_detached(
+            session_id=bundle.session_id,
+            pending_id=bundle.pending_id,
+            clarification_turn_id=bundle.turn_id,
+            message_ids=claimed_ids,
+            prompt=prompt,
+        )
+
+    async def _finalize(
+        self, pending_id: str, status: str, claimed_ids: list[str], via: str
+    ) -> None:
+        """The delivered mark (or the record of why there is nobody to deliver to)."""
         async with self.db.write() as conn:
-            rows = await repo.finalize_delivery(conn, self.db, pending_id, status, claimed_ids)
+            rows = await repo.finalize_delivery(conn, self.db, pending_id, status, claimed_ids, via)
         if rows is None:
             raise DeliveryFailed("clarification delivery state could not be finalized")
         await self.recorder.publish_messages(rows)
+
+    # --- after a restart ----------------------------------------------------------------
+
+    async def redeliver_after_restart(self, pending_ids: list[str]) -> None:
+        """Deliver the claims startup recovery found undelivered, each exactly once.
+
+        An answer, or a rejection the agent was waiting for, resumes the agent in a new
+        turn (relaunched; session/load when supported); the delivered mark is written once
+        the prompt is on the agent's stdin. One that cannot be delivered now keeps its
+        intent and is tried again at the next start.
+        """
+        for pending_id in pending_ids:
+            try:
+                await self._redeliver(pending_id)
+            except Exception:
+                log.exception("could not deliver clarification %s after the restart", pending_id)
+
+    async def _redeliver(self, pending_id: str) -> None:
+        async with self.db.read() as conn:
+            rows = await repo.find_bundle_messages(conn, pending_id)
+        carrying = sorted((m for m in rows if _carries_intent(m)), key=_question_order)
+        if not carrying or not rows:
+            return  # delivered meanwhile
+        bundle = Bundle.from_messages(pending_id, rows)
+        status = str(carrying[0].metadata.get(repo.STATUS_KEY))
+        claimed_ids = [m.id for m in carrying]
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, bundle.session_id)
+        if session is None or session.is_terminal:
+            await self._finalize(pending_id, status, claimed_ids, repo.VIA_RETIRED)
+            return
+        detached = all(m.metadata.get(repo.AGENT_DISCONNECTED_KEY) for m in carrying)
+        if session.agent_profile_id is None or (status == repo.REJECTED and detached):
+            # As when the server was up: nobody to resume (see _deliver_detached).
+            await self._finalize(pending_id, status, claimed_ids, repo.VIA_RECORDED)
+            return
+        response = ClarificationResponse(
+            pending_id=pending_id,
+            answers=[
+                m.metadata[repo.RESPONSE_KEY]
+                for m in carrying
+                if isinstance(m.metadata.get(repo.RESPONSE_KEY), dict)
+            ],
+            rejected=status == repo.REJECTED,
+            reject_reason=str(carrying[0].metadata.get(repo.REJECT_REASON_KEY) or ""),
+        )
+        for attempt in range(REDELIVERY_BUSY_RETRIES):
+            try:
+                await self._resume(bundle, claimed_ids, response)
+                break
+            except DispatchRejected as exc:
+                if "busy" not in str(exc) or attempt == REDELIVERY_BUSY_RETRIES - 1:
+                    raise
+                await asyncio.sleep(REDELIVERY_BUSY_WAIT)  # another resume of the session runs
+        await self._finalize(pending_id, status, claimed_ids, repo.VIA_RESUME_TURN)
 
     async def _restore(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
         async with self.db.write() as conn:

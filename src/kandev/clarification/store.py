@@ -3,7 +3,10 @@
 Reference clarification-baseline §4, on asyncio. The database decides who wins; this store
 only hands a claimed answer to an agent still blocked in its call, and makes that hand-over
 durable first: a responder may attach a confirmation (the durable finalize) that the first
-waiter to consume the response runs, exactly once, before any waiter returns the answer.
+waiter to consume the response runs, exactly once, before any waiter returns the answer —
+or, for a waiter that hands the answer on (the agent's MCP call), once the answer has
+actually been handed over: that waiter takes a `Handoff` and confirms (or aborts) it after
+the tool result was written to the agent (see docs/questions.md, "Delivery guarantees").
 
 Each entry is settled at most once, either by a response or by a cancellation; the two are
 mutually exclusive, so a cancellation is never signalled after a response was recorded and
@@ -53,7 +56,19 @@ class RequestTimedOut(StoreError):
 
 
 class ConfirmationFailed(StoreError):
-    """The delivery confirmation failed (or did not finish in time): nobody got the answer."""
+    """The delivery confirmation failed (or did not finish in time).
+
+    `delivered`: the answer had already been handed to the agent when it failed (a handoff
+    was confirmed after the result was sent), so it must not be offered again.
+    """
+
+    def __init__(self, message: str, pending_id: str = "", *, delivered: bool = False) -> None:
+        super().__init__(message, pending_id)
+        self.delivered = delivered
+
+
+class HandoffNotSent(StoreError):
+    """A waiter took the answer but could not hand it over (the agent's call went away)."""
 
 
 class DeliveryAbandoned(StoreError):
@@ -105,6 +120,7 @@ class _Entry:
         self.confirmation: asyncio.Task[None] | None = None  # started ⇔ not None
         self.confirmation_done = asyncio.Event()
         self.confirmation_error: BaseException | None = None
+        self.handoff_taken = False  # a waiter took the answer to hand it over (counts as started)
         self.abandoned = False
         self.extended = asyncio.Event()  # the responder waits past its deadline
         self.waiters = 0  # waiters parked on `settled`
@@ -179,6 +195,24 @@ class ClarificationStore:
     async def wait_for_response(self, pending_id: str) -> ClarificationResponse:
         """Block until the request is answered (and its delivery confirmed), cancelled, or
         the store timeout passes. Cancelling the calling task leaves the entry in place."""
+        response, handoff = await self._wait(pending_id, take_handoff=False)
+        assert handoff is None
+        return response
+
+    async def wait_for_handoff(
+        self, pending_id: str
+    ) -> tuple[ClarificationResponse, Handoff | None]:
+        """Like wait_for_response, for a waiter that hands the answer on itself.
+
+        The first such consumer of a response that needs confirming gets a `Handoff` and
+        must `confirm()` it once the answer reached its recipient, or `abort()` it when it
+        could not be handed over; other waiters get (response, None) after that settled.
+        """
+        return await self._wait(pending_id, take_handoff=True)
+
+    async def _wait(
+        self, pending_id: str, *, take_handoff: bool
+    ) -> tuple[ClarificationResponse, Handoff | None]:
         entry = self._entries.get(pending_id)
         if entry is None:
             raise RequestNotFound(_not_found(pending_id), pending_id)
@@ -200,21 +234,28 @@ class ClarificationStore:
             raise RequestCancelled(
                 f"clarification cancelled (agent moved on): {pending_id}", pending_id
             )
-        return await self._consume(entry)
+        return await self._consume(entry, take_handoff)
 
-    async def _consume(self, entry: _Entry) -> ClarificationResponse:
+    async def _consume(
+        self, entry: _Entry, take_handoff: bool = False
+    ) -> tuple[ClarificationResponse, Handoff | None]:
         pending_id = entry.request.pending_id
         if entry.abandoned:
             self._discard(entry)
             raise DeliveryAbandoned(
                 f"clarification response delivery was abandoned: {pending_id}", pending_id
             )
+        assert entry.response is not None
         if entry.confirm is not None:
-            if entry.confirmation is None:
+            if entry.confirmation is None and not entry.handoff_taken:
+                if take_handoff:
+                    entry.handoff_taken = True
+                    self._discard(entry)
+                    return entry.response, Handoff(self, entry)
                 # The first consumer starts it; as its own task so a consumer that goes away
                 # cannot cut a durable operation in half. Everyone waits for the same one.
                 entry.confirmation = asyncio.create_task(self._run_confirmation(entry))
-            await asyncio.shield(entry.confirmation)
+            await entry.confirmation_done.wait()
             error = entry.confirmation_error
             if error is not None:
                 self._discard(entry)
@@ -222,8 +263,7 @@ class ClarificationStore:
                     f"confirm clarification response delivery: {error}", pending_id
                 ) from error
         self._discard(entry)
-        assert entry.response is not None
-        return entry.response
+        return entry.response, None
 
     async def _run_confirmation(self, entry: _Entry) -> None:
         assert entry.confirm is not None and entry.response is not None
@@ -273,7 +313,8 @@ class ClarificationStore:
 
         Raises StoreNotFound / AlreadyResponded before recording anything; afterwards
         ConfirmationFailed (confirm raised, or a started confirmation did not finish within
-        the extra wait) or DeliveryAbandoned (no waiter started it within `wait_seconds`).
+        the extra wait), HandoffNotSent (a waiter took the answer but could not hand it
+        over) or DeliveryAbandoned (no waiter took it within `wait_seconds`).
         """
         if confirm is None:
             raise ValueError("a delivery confirmation is required")
@@ -284,7 +325,7 @@ class ClarificationStore:
                 await entry.confirmation_done.wait()
         except TimeoutError:
             if not entry.confirmation_done.is_set():
-                if entry.confirmation is None:
+                if entry.confirmation is None and not entry.handoff_taken:
                     self._abandon(entry)
                     raise DeliveryAbandoned(
                         "wait for clarification delivery confirmation: no waiter took the "
@@ -293,13 +334,17 @@ class ClarificationStore:
                     ) from None
                 await self._wait_started_confirmation(entry)
         except asyncio.CancelledError:
-            if entry.confirmation is None:
+            if entry.confirmation is None and not entry.handoff_taken:
                 self._abandon(entry)
             raise
         error = entry.confirmation_error
+        if isinstance(error, HandoffNotSent):
+            raise error
         if error is not None:
             raise ConfirmationFailed(
-                f"confirm clarification response delivery: {error}", pending_id
+                f"confirm clarification response delivery: {error}",
+                pending_id,
+                delivered=entry.handoff_taken,
             ) from error
 
     async def _wait_started_confirmation(self, entry: _Entry) -> None:
@@ -357,3 +402,41 @@ class ClarificationStore:
         pending_id = entry.request.pending_id
         if self._entries.get(pending_id) is entry:
             del self._entries[pending_id]
+
+
+class Handoff:
+    """An answer a waiter took to hand over itself; its confirmation runs only after that.
+
+    Exactly one of `confirm()` (the answer reached the recipient: run the responder's
+    durable confirmation) and `abort()` (it did not) takes effect; later calls are no-ops
+    (a second confirm() waits for and reports the first one's outcome).
+    """
+
+    def __init__(self, store: ClarificationStore, entry: _Entry) -> None:
+        self._store = store
+        self._entry = entry
+
+    @property
+    def settled(self) -> bool:
+        return self._entry.confirmation is not None or self._entry.confirmation_done.is_set()
+
+    async def confirm(self) -> None:
+        entry = self._entry
+        if entry.confirmation is None:
+            if entry.confirmation_done.is_set():  # aborted before
+                return
+            entry.confirmation = asyncio.create_task(self._store._run_confirmation(entry))
+        await asyncio.shield(entry.confirmation)
+        error = entry.confirmation_error
+        if error is not None:
+            pending_id = entry.request.pending_id
+            raise ConfirmationFailed(
+                f"confirm clarification response delivery: {error}", pending_id, delivered=True
+            ) from error
+
+    def abort(self, reason: str) -> None:
+        entry = self._entry
+        if self.settled:
+            return
+        entry.confirmation_error = HandoffNotSent(reason, entry.request.pending_id)
+        entry.confirmation_done.set()

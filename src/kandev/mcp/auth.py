@@ -7,6 +7,8 @@ auth off), else 401.
 
 The resolved `McpCaller` goes into the request scope (read back by the tool runner from the
 SDK's request context) and into the identity/agent contextvars for the rest of the request.
+Each authorized request also gets a `ResponseReceipt` (kandev.mcp.delivery): a tool can ask
+to confirm something only once its result was actually sent to the client.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kandev.auth.identity import SYNTHETIC_IDENTITY, acting_as
 from kandev.auth.middleware import SESSION_COOKIE
 from kandev.mcp.context import SCOPE_KEY, McpCaller, calling_as
+from kandev.mcp.delivery import run_with_receipt
 
 if TYPE_CHECKING:
     from kandev.services import Services
@@ -65,7 +68,7 @@ class McpAuthGate:
             return
         scope[SCOPE_KEY] = caller
         with acting_as(caller.identity), calling_as(caller):
-            await self.app(scope, receive, send)
+            await run_with_receipt(self.app, scope, receive, send)
 
     async def _external_caller(self, conn: HTTPConnection) -> McpCaller | None:
         auth = self.services.auth

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from kandev.auth.agent_tokens import AgentPrincipal
 from kandev.errors import Unauthorized
 from kandev.mcp.context import current_agent
+from kandev.mcp.delivery import ResponseReceipt, receipt_from_scope
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -54,6 +55,16 @@ class ToolContext:
         if agent is None:
             raise Unauthorized("this tool needs an agent session token")
         return agent
+
+    def response_receipt(self) -> ResponseReceipt | None:
+        """The receipt of the HTTP request carrying this call (None in-process)."""
+        scope = None
+        if self.mcp is not None:
+            try:
+                scope = getattr(self.mcp.request_context.request, "scope", None)
+            except ValueError:  # not inside a request
+                scope = None
+        return receipt_from_scope(scope)
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

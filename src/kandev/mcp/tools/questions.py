@@ -19,12 +19,15 @@ class AskArgs(ToolArgs):
 
 async def ask_user_question(ctx: ToolContext, args: AskArgs) -> dict[str, Any]:
     agent = ctx.require_agent()
+    receipt = ctx.response_receipt()
     return await ctx.services.clarifications.ask(
         agent.session_id,
         args.questions,
         args.context,
         args.context_paragraphs,
         progress=ctx.report_progress,
+        # The answer counts as delivered once this call's result was sent to the agent.
+        after_sent=receipt.after_sent if receipt is not None else None,
     )
 
 

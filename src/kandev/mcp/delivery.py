@@ -1,0 +1,126 @@
+"""Knowing that an MCP response reached the client: the per-request `ResponseReceipt`.
+
+A tool whose result carries something that must be delivered exactly once (the answer in
+`ask_user_question_kandev`) cannot record "delivered" while it builds the result: the
+server could die before the result is written to the agent's connection. Instead it asks
+the request's receipt to run a confirmation *after the HTTP response was sent*.
+
+The MCP auth gate wraps every request's ASGI `send`/`receive` in a receipt. The response
+counts as sent once the final body chunk (`more_body` false: for the SSE transport the
+stream closes right after the event carrying the JSON-RPC result) was handed to the
+server — `await send(...)` returned — and the client had not disconnected. Only then do
+the `on_sent` callbacks run (awaited, before the request finishes; also when the app
+fails or is cancelled after that point, since the client has the bytes); otherwise (the
+client went away, nothing or only part of the response was sent) `on_unsent` runs.
+
+On loopback a returned `send` means the bytes are in the agent's socket; uvicorn drops
+writes to a connection it already knows is closed without an error, which is why the
+disconnect seen on `receive` is checked as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.types import Message, Receive, Send
+
+from kandev.faults import fault_point
+
+log = logging.getLogger(__name__)
+
+RECEIPT_SCOPE_KEY = "kandev.mcp.receipt"
+OnSent = Callable[[], Awaitable[None]]
+OnUnsent = Callable[[str], None]
+
+_receipt: ContextVar[ResponseReceipt | None] = ContextVar("kandev_mcp_receipt", default=None)
+
+
+class ResponseReceipt:
+    """Callbacks to run once this request's response was (or was not) sent."""
+
+    def __init__(self, send: Send, receive: Receive) -> None:
+        self._send = send
+        self._receive = receive
+        self._callbacks: list[tuple[OnSent, OnUnsent]] = []
+        self._sent = False
+        self._disconnected = False
+        self._settled = False
+
+    def after_sent(self, on_sent: OnSent, on_unsent: OnUnsent) -> None:
+        """Run `on_sent()` after the response was sent, else `on_unsent(reason)`."""
+        if self._settled:
+            on_unsent("the response was already finished")
+            return
+        self._callbacks.append((on_sent, on_unsent))
+
+    async def send(self, message: Message) -> None:
+        final = message["type"] == "http.response.body" and not message.get("more_body", False)
+        await self._send(message)
+        if final and not self._disconnected:
+            self._sent = True
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.disconnect":
+            self._disconnected = True
+        return message
+
+    async def settle(self) -> None:
+        """Run the callbacks (once): on_sent if the response went out, else on_unsent."""
+        if self._settled:
+            return
+        self._settled = True
+        callbacks, self._callbacks = self._callbacks, []
+        if not callbacks:
+            return
+        if not self._sent:
+            reason = "the client went away" if self._disconnected else "no response was sent"
+            for _, on_unsent in callbacks:
+                _call_unsent(on_unsent, reason)
+            return
+        fault_point("after_flush")
+        for on_sent, _ in callbacks:
+            try:
+                await on_sent()
+            except Exception:
+                log.exception("delivery confirmation after an MCP response failed")
+
+
+def _call_unsent(on_unsent: OnUnsent, reason: str) -> None:
+    try:
+        on_unsent(reason)
+    except Exception:
+        log.exception("delivery abort after an MCP response failed")
+
+
+@contextlib.contextmanager
+def receipt_installed(receipt: ResponseReceipt, scope: dict[str, Any]) -> Iterator[None]:
+    scope[RECEIPT_SCOPE_KEY] = receipt
+    token = _receipt.set(receipt)
+    try:
+        yield
+    finally:
+        _receipt.reset(token)
+
+
+def receipt_from_scope(scope: dict[str, Any] | None) -> ResponseReceipt | None:
+    found = scope.get(RECEIPT_SCOPE_KEY) if scope is not None else None
+    return found if isinstance(found, ResponseReceipt) else _receipt.get()
+
+
+async def run_with_receipt(app: Any, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """Serve one request through `app` with a receipt; settle it when the app is done."""
+    receipt = ResponseReceipt(send, receive)
+    with receipt_installed(receipt, scope):
+        try:
+            await app(scope, receipt.receive, receipt.send)
+        except BaseException:
+            # Also when cancelled: a confirmation owns its durable write once it started.
+            await asyncio.shield(receipt.settle())
+            raise
+        await receipt.settle()
