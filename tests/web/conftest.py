@@ -38,6 +38,9 @@ def browser() -> Iterator:
         from playwright.sync_api import sync_playwright
     except ImportError:
         missing("Playwright for Python")
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=15_000)  # real agent processes on 2 shared cores
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield launched
