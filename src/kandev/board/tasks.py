@@ -10,14 +10,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.board import task_repository
 from kandev.board.inputs import TaskCreate
 from kandev.board.models import Task, Workflow, WorkflowStep
-from kandev.errors import ValidationFailed
+from kandev.errors import Conflict, ValidationFailed
 from kandev.service_base import ScopedService
 from kandev.sessions import session_repository
 
 TASK_STATE_TODO = "TODO"
+STOP_ATTEMPTS = 3  # delete/archive: rounds of "stop the agents, then write" before giving up
+SESSIONS_KEEP_STARTING = "sessions of this task keep starting; try again"
 
 
 def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -> WorkflowStep:
@@ -89,29 +93,48 @@ class TaskService(ScopedService):
             )
 
     async def delete_task(self, task_id: str) -> None:
-        await self.stop_task_agents(task_id)
-        async with self.db.write() as conn:
-            await self.access.authorize_task_write(conn, task_id)
-            await task_repository.delete_task(conn, task_id)
+        for _ in range(STOP_ATTEMPTS):
+            await self.stop_task_agents(task_id)
+            async with self.db.write() as conn:
+                await self.access.authorize_task_write(conn, task_id)
+                # A session started while the agents stopped: stop it too, then try again.
+                if not await self._has_open_sessions(conn, task_id):
+                    await task_repository.delete_task(conn, task_id)
+                    return
+        raise Conflict(SESSIONS_KEEP_STARTING)
 
     async def archive_task(self, task_id: str) -> Task:
-        """Archived: off the board, its sessions ended (CANCELLED) and their agents stopped."""
-        await self.stop_task_agents(task_id)
-        return await self._set_archived(task_id, archived=True)
+        """Archived: off the board, its sessions ended (CANCELLED) and their agents stopped.
+        An archived task starts no sessions (SessionService refuses them)."""
+        for _ in range(STOP_ATTEMPTS):
+            await self.stop_task_agents(task_id)
+            async with self.db.write() as conn:
+                task = await self.access.authorize_task_write(conn, task_id)
+                if not await self._has_open_sessions(conn, task_id):
+                    return await self._set_archived(conn, task, archived=True)
+        raise Conflict(SESSIONS_KEEP_STARTING)
 
     async def unarchive_task(self, task_id: str) -> Task:
-        return await self._set_archived(task_id, archived=False)
-
-    async def _set_archived(self, task_id: str, *, archived: bool) -> Task:
         async with self.db.write() as conn:
             task = await self.access.authorize_task_write(conn, task_id)
-            if (task.archived_at is not None) != archived:
-                now = self.clock.now()
-                await task_repository.update_task(
-                    conn, task_id, {"archived_at": now if archived else None, "updated_at": now}
-                )
-                task = await self.access.authorize_task_write(conn, task_id)
+            return await self._set_archived(conn, task, archived=False)
+
+    async def _set_archived(self, conn: AsyncConnection, task: Task, *, archived: bool) -> Task:
+        if (task.archived_at is not None) == archived:
             return task
+        now = self.clock.now()
+        await task_repository.update_task(
+            conn, task.id, {"archived_at": now if archived else None, "updated_at": now}
+        )
+        updated = await task_repository.get_task(conn, task.id)
+        assert updated is not None
+        return updated
+
+    async def _has_open_sessions(self, conn: AsyncConnection, task_id: str) -> bool:
+        if self.orchestrator is None:  # nothing could stop them (a container without agents)
+            return False
+        sessions = await session_repository.list_task_sessions(conn, task_id)
+        return any(not s.is_terminal for s in sessions)
 
     async def stop_task_agents(self, task_id: str) -> None:
         """End every session of the task that has not ended, stopping its agent process."""
