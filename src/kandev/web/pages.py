@@ -39,7 +39,6 @@ class CardFragment:
     """`/tasks/{id}/card`: one card, as the board renders it."""
 
     card: dict[str, Any]
-    step_name: str
 
 
 @dataclass(frozen=True)

@@ -85,10 +85,7 @@ async def task_card(request: Request, task_id: str) -> Response:
     """One card (htmx/live.js swaps it in); the same data path as the board."""
     services = services_of(request)
     card = await services.tasks.present_one(await services.tasks.get_task(task_id))
-    workflow = await services.workflows.get_workflow(card["workflow_id"])
-    step = workflow.step(card["workflow_step_id"])
-    page = CardFragment(card=card, step_name=step.name if step else "")
-    return render(request, "partials/card.html", page)
+    return render(request, "partials/card.html", CardFragment(card=card))
 
 
 @router.post("/workspaces/new", name="workspace_new")
