@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kandev.web.routes import assets, board, tasks
+from kandev.web.routes import assets, auth, board, inbox, settings, tasks
 
 router = APIRouter(include_in_schema=False)
-for module in (assets, board, tasks):
+for module in (assets, board, tasks, auth, settings, inbox):
     router.include_router(module.router)

@@ -1,0 +1,118 @@
+// /inbox: each open question answerable in place through the task page's overlay
+// (clarification.js); live through the one event stream: on a clarification event the
+// list fragment is refetched and merged by pending id, so an item being answered keeps
+// its state while new ones appear and settled ones disappear.
+import { toast } from "./app.js";
+import { ClarificationOverlay } from "./clarification.js";
+import { connectEvents, fetchFragment } from "./live.js";
+import {
+  affectsInbox, notificationsWanted, optInToNotifications, optOutOfNotifications, refreshCount,
+} from "./badge.js";
+
+const list = document.getElementById("inbox-list");
+const overlays = new Map(); // pending_id → ClarificationOverlay
+// What the overlay needs to know of the session: the inbox lists only active bundles.
+const WAITING = { state: "WAITING_FOR_INPUT", current_turn_id: null };
+
+function enhance(item) {
+  if (item.dataset.enhanced) return;
+  let rows;
+  try { rows = JSON.parse(item.querySelector("script[data-rows]").textContent); } catch { return; }
+  const section = document.createElement("section");
+  section.className = "clarify";
+  section.setAttribute("role", "region");
+  section.setAttribute("aria-label", "Clarification needed");
+  section.hidden = true;
+  item.append(section);
+  const overlay = new ClarificationOverlay(section, { scope: item });
+  overlay.update(rows, WAITING);
+  overlays.set(item.dataset.pendingId, overlay);
+  item.dataset.enhanced = "1";
+  section.addEventListener("clarification:resolved", (event) => settled(item, event.detail));
+}
+
+function settled(item, detail) {
+  if (detail.claimed === false || detail.conflict) {
+    toast("Someone else answered this first; their answer stands.", "info", 6000);
+  }
+  remove(item);
+  refreshCount();
+}
+
+function remove(item) {
+  overlays.get(item.dataset.pendingId)?.destroy();
+  overlays.delete(item.dataset.pendingId);
+  item.remove();
+  updateChrome();
+}
+
+function updateChrome(more) {
+  const count = list.querySelectorAll(".inbox-item").length;
+  document.getElementById("inbox-total").textContent = String(count);
+  document.getElementById("inbox-empty").hidden = count > 0;
+  if (more !== undefined) document.getElementById("inbox-more")?.toggleAttribute("hidden", !more);
+}
+
+// Merge the server's list into the page: keep existing items (and what was typed in
+// them), add new ones in the server's order, drop the ones no longer open.
+function merge(fresh) {
+  const incoming = [...fresh.querySelectorAll("#inbox-list > .inbox-item")];
+  const wanted = new Set(incoming.map((el) => el.dataset.pendingId));
+  for (const item of [...list.querySelectorAll(".inbox-item")]) {
+    if (!wanted.has(item.dataset.pendingId)) remove(item);
+  }
+  let previous = null;
+  for (const el of incoming) {
+    let item = document.getElementById(el.id);
+    if (!item) {
+      item = el;
+      if (previous) previous.after(item); else list.prepend(item);
+      enhance(item);
+    }
+    previous = item;
+  }
+  updateChrome(fresh.querySelector("#inbox-list")?.dataset.more === "true");
+}
+
+let loading = null;
+let again = false;
+async function refresh() {
+  if (loading) { again = true; return; }
+  loading = (async () => {
+    do {
+      again = false;
+      const { element } = await fetchFragment("/inbox/list");
+      if (element) merge(element);
+    } while (again);
+  })();
+  try { await loading; } finally { loading = null; }
+  refreshCount();
+}
+
+function setupNotifications() {
+  const button = document.getElementById("notify-toggle");
+  if (!button || !("Notification" in window)) return;
+  const label = () => {
+    button.textContent = notificationsWanted() ? "Notifications on" : "Notify me of new questions";
+    button.setAttribute("aria-pressed", String(notificationsWanted()));
+  };
+  button.hidden = false;
+  label();
+  button.addEventListener("click", async () => {
+    if (notificationsWanted()) optOutOfNotifications();
+    else if ((await optInToNotifications()) === "denied") {
+      toast("Notifications are blocked for this site in your browser settings.", "error");
+    }
+    label();
+  });
+}
+
+list.querySelectorAll(".inbox-item").forEach(enhance);
+setupNotifications();
+connectEvents({
+  statusEl: document.getElementById("live-status"),
+  onEvent: (event) => { if (affectsInbox(event)) refresh(); },
+  onReset: () => refresh(),
+});
+// Events missed between rendering and connecting: one refetch once the stream is open.
+refresh();
