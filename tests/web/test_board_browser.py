@@ -172,8 +172,9 @@ def test_question_puts_a_needs_input_badge_on_the_card_live(page, board, rest) -
     assert rest.get(f"/api/v1/tasks/{task['id']}").json()["task_pending_action"] == "clarification"
 
 
-def test_board_screenshots(browser, server, board) -> None:
+def test_board_screenshots(browser, server, board, rest) -> None:
     """docs/img/board.png (1440x900) and board-mobile.png (375 px): kept in the README."""
+    made = {}
     for title, step in [
         ("Add OAuth sign-in", "Backlog"),
         ("Rate-limit the public API", "Backlog"),
@@ -181,13 +182,27 @@ def test_board_screenshots(browser, server, board) -> None:
         ("Fix flaky upload test", "Review"),
         ("Dark mode for settings", "Done"),
     ]:
-        board.task(title, step=step, description="Small, well-scoped change with tests.")
+        made[title] = board.task(title, step=step, description="Small, scoped change with tests.")
+    profile = board.profile()
+    for title, prompt in (
+        ("Migrate jobs to the new queue", "slow"),
+        ("Fix flaky upload test", "ask"),
+    ):
+        r = rest.post(
+            f"/api/v1/tasks/{made[title]['id']}/sessions",
+            json={"agent_profile_id": profile["id"], "prompt": prompt},
+        )
+        assert r.status_code == 201, r.text
     for name, viewport in (("board.png", DESKTOP), ("board-mobile.png", PHONE)):
         ctx = browser.new_context(base_url=server.url, viewport=viewport)
         try:
             page = ctx.new_page()
             page.goto(board.url)
             expect(page.locator(".card")).to_have_count(5)
+            running = page.locator(f"#task-{made['Migrate jobs to the new queue']['id']}")
+            expect(running.locator(".spinner")).to_have_count(1)
+            asking = page.locator(f"#task-{made['Fix flaky upload test']['id']}")
+            expect(asking.locator("[data-badge=needs-input]")).to_be_visible()
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= viewport["width"] + 1, f"horizontal scroll at {viewport}"
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
