@@ -20,10 +20,14 @@ Prompts (the first word picks the behaviour):
 Anything else gets ``unknown command: <first word>`` and, on the next line,
 ``received: <the whole prompt>`` (so tests can see exactly what reached the agent).
 
+SCRIPTED_AGENT_RECORD=FILE makes it append one JSON line per answer it receives to FILE —
+``{"via": "tool_call", "pid", "text"}`` for the result of its ask call, ``{"via": "resume",
+"pid", "text"}`` for a resume prompt — written before it replies (fault tests count them).
+
 SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
 replays one message ("replayed history"), as real agents replay the conversation; loading
 an id that starts with "missing-" fails (resource not found).
-Nothing is written to disk.
+Nothing else is written to disk.
 """
 
 from __future__ import annotations
@@ -93,6 +97,19 @@ CHILD = (
 )
 
 
+def _record(via: str, text: str) -> None:
+    """Append what reached the agent to $SCRIPTED_AGENT_RECORD (one write, O_APPEND)."""
+    path = os.environ.get("SCRIPTED_AGENT_RECORD")
+    if not path:
+        return
+    line = json.dumps({"via": via, "pid": os.getpid(), "text": text}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
 class _Session:
     def __init__(self, opened_with: str, cwd: str, mcp_servers: list[Any]) -> None:
         self.opened_with = opened_with
@@ -148,6 +165,7 @@ class ScriptedAgent:
         command, _, rest = text.partition(" ")
 
         if text.startswith(RESUME_MARKER):
+            _record("resume", text)
             await self._say(session_id, "resumed with: " + text)
         elif command in ("ask", "ask-abandon"):
             await self._say(session_id, await self._ask(session, abandon=command == "ask-abandon"))
@@ -312,7 +330,9 @@ class ScriptedAgent:
                     return "gave up waiting"
                 waiter.cancel()
             result = await call
-        return "".join(getattr(block, "text", "") for block in result.content)
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        _record("tool_call", text)
+        return text
 
 
 async def _main() -> None:

@@ -1,0 +1,218 @@
+"""Crash fault test: SIGKILL the server 0-200 ms after `respond` returned `claimed: true`.
+
+CONTRACT §8: once respond returned claimed: true the agent receives the answer exactly once
+(in its waiting tool call, or as a resumed turn after the restart). For each database (a
+SQLite data dir; PostgreSQL on a throwaway server), N trials (tests/answer_fault.py): a
+real `kandev serve`, a real ACP agent (the scripted agent, recording every answer it gets),
+a question, an answer over REST carrying a nonce, a seeded random delay in [0, max], SIGKILL
+(and the agent's process group), restart on the same data, wait until the session settled,
+count how often the nonce reached the agent. Trials cycle through: live waiter answered
+(3 of 5), detached (the agent's call was abandoned: resume turn), live waiter rejected.
+
+Printed per database: trials, delivered in the tool call / as a resumed turn, lost (0
+deliveries), duplicated (2 or more), and respond latency against the bare claim
+transaction on the same database — each with its baseline and ratio.
+
+Run:  .venv/bin/python -m bench.bench_fault_answers [--trials 30] [--seed N]
+      [--databases sqlite,postgres] [--max-delay-ms 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import ONE_QUESTION, percentile, print_json_line
+from tests.answer_fault import TrialResult, run_trial
+
+MODES = ("live", "live", "live", "detached", "reject")
+# What the tester measured before the fix (same procedure, kill 5-45 ms after respond).
+BEFORE_FIX = {"sqlite": (5, 21), "postgres": (3, 10)}
+
+
+async def bare_claim(url: str, n: int = 200) -> list[float]:
+    """The floor: one claim transaction through the same repository, on that database."""
+    from kandev.clarification import repository as repo
+    from kandev.clock import SystemClock
+    from kandev.db.engine import Database
+    from kandev.db.migrate import upgrade_to_head
+    from kandev.db.tables import task_session_turns, task_sessions, tasks
+    from kandev.ids import new_id
+
+    clock = SystemClock()
+    db = Database(url)
+    await upgrade_to_head(db)
+    now = clock.now()
+    async with db.write() as conn:
+        await conn.execute(tasks.insert().values(id="t", title="t", created_at=now, updated_at=now))
+    answer = {"question_id": "q", "selected_options": ["yes"], "custom_text": ""}
+    timings = []
+    for i in range(n):
+        now = clock.now()
+        async with db.write() as conn:
+            await conn.execute(
+                task_sessions.insert().values(
+                    id=f"s{i}", task_id="t", state="RUNNING", started_at=now, updated_at=now
+                )
+            )
+            await conn.execute(
+                task_session_turns.insert().values(
+                    id=f"turn{i}",
+                    session_id=f"s{i}",
+                    task_id="t",
+                    started_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            await repo.insert_bundle(
+                conn,
+                pending_id=f"p{i}",
+                session_id=f"s{i}",
+                task_id="t",
+                turn_id=f"turn{i}",
+                questions=ONE_QUESTION,
+                context="",
+                now=now,
+                new_id=new_id,
+            )
+        start = time.perf_counter()
+        async with db.write() as conn:
+            claimed = await repo.claim_active_bundle(
+                conn, db, f"p{i}", repo.ANSWERED, {"q": answer}, clock.now()
+            )
+        timings.append(time.perf_counter() - start)
+        assert claimed
+    await db.dispose()
+    return timings
+
+
+async def _pg_database(pg, name: str) -> str:  # type: ignore[no-untyped-def]
+    import asyncpg
+
+    conn = await asyncpg.connect(pg.admin_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return pg.url_for(name)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.2f} ms"
+
+
+async def run_database(kind: str, trials: int, rng: random.Random, max_delay: float, pg) -> dict:  # type: ignore[no-untyped-def]
+    results: list[tuple[str, float, TrialResult]] = []
+    with tempfile.TemporaryDirectory(prefix=f"kandev-fault-{kind}-") as tmp:
+        if kind == "postgres":
+            bare = await bare_claim(
+                (await _pg_database(pg, "kandev_fault_bare")).replace(
+                    "postgresql://", "postgresql+asyncpg://", 1
+                )
+            )
+        else:
+            bare = await bare_claim(f"sqlite+aiosqlite:///{tmp}/bare.db")
+        for i in range(trials):
+            mode = MODES[i % len(MODES)]
+            delay = rng.uniform(0, max_delay)
+            url = await _pg_database(pg, f"kandev_fault_{i}") if kind == "postgres" else ""
+            result = await run_trial(
+                Path(tmp) / f"trial-{i}",
+                database_url=url,
+                delay=delay,
+                abandon=mode == "detached",
+                reject=mode == "reject",
+            )
+            results.append((mode, delay, result))
+            mark = (
+                "ok" if result.deliveries == 1 else ("LOST" if not result.deliveries else "TWICE")
+            )
+            print(
+                f"  {kind} trial {i + 1:2}/{trials} {mode:8} kill +{delay * 1000:5.1f} ms: "
+                f"tool {result.via_tool_call} resume {result.via_resume} "
+                f"claimed={result.claimed} {mark}",
+                flush=True,
+            )
+    latencies = [r.respond_seconds for m, _, r in results if m == "live" and r.respond_seconds]
+    figures = {
+        "trials": len(results),
+        "acknowledged": sum(1 for _, _, r in results if r.claimed),
+        "tool_call": sum(1 for _, _, r in results if r.via_tool_call and r.deliveries == 1),
+        "resumed": sum(1 for _, _, r in results if r.via_resume and r.deliveries == 1),
+        "lost": sum(1 for _, _, r in results if r.deliveries == 0),
+        "duplicated": sum(1 for _, _, r in results if r.deliveries >= 2),
+        "respond_p50_ms": percentile(latencies, 50) * 1000,
+        "respond_p95_ms": percentile(latencies, 95) * 1000,
+        "bare_claim_p50_ms": percentile(bare, 50) * 1000,
+        "bare_claim_p95_ms": percentile(bare, 95) * 1000,
+        "by_mode": {
+            mode: sum(1 for m, _, _ in results if m == mode) for mode in dict.fromkeys(MODES)
+        },
+    }
+    return figures
+
+
+def report(kind: str, f: dict) -> None:
+    lost_before, trials_before = BEFORE_FIX[kind]
+    n = f["trials"]
+    before = lost_before / trials_before
+    print(f"\n{kind}: {n} trials ({', '.join(f'{k} {v}' for k, v in f['by_mode'].items())})")
+    print(f"  acknowledged (claimed: true)  : {f['acknowledged']}/{n}")
+    print(f"  delivered in the tool call    : {f['tool_call']}/{n}")
+    print(f"  delivered as a resumed turn   : {f['resumed']}/{n}")
+    print(
+        f"  lost                          : {f['lost']}/{n} ({f['lost'] / n:.0%})   "
+        f"baseline before the fix: {lost_before}/{trials_before} "
+        f"({before:.0%}) → ratio {f['lost'] / n / before:.2f}"
+    )
+    print(f"  delivered twice               : {f['duplicated']}/{n}   baseline: 0 (must stay 0)")
+    p50, p95 = f["respond_p50_ms"], f["respond_p95_ms"]
+    b50, b95 = f["bare_claim_p50_ms"], f["bare_claim_p95_ms"]
+    print(
+        f"  respond latency (live waiter) : p50 {p50:7.2f} ms  p95 {p95:7.2f} ms\n"
+        f"  bare claim transaction        : p50 {b50:7.2f} ms  p95 {b95:7.2f} ms\n"
+        f"  ratio respond / bare claim    : p50 {p50 / b50:5.1f}x  p95 {p95 / b95:5.1f}x"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--max-delay-ms", type=float, default=200.0)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"seed {seed}  (rerun with --seed {seed})  kill delay 0-{args.max_delay_ms:g} ms")
+    kinds = [k.strip() for k in args.databases.split(",") if k.strip()]
+    pg = None
+    if "postgres" in kinds:
+        from tests.pg_server import start_pg_server
+
+        pg = start_pg_server()
+        if pg is None:
+            print("PostgreSQL is not installed: skipping it")
+            kinds.remove("postgres")
+    all_figures = {}
+    try:
+        for kind in kinds:
+            rng = random.Random(f"{seed}-{kind}")
+            all_figures[kind] = await run_database(
+                kind, args.trials, rng, args.max_delay_ms / 1000, pg
+            )
+    finally:
+        if pg is not None:
+            pg.stop()
+    for kind, figures in all_figures.items():
+        report(kind, figures)
+    for kind, figures in all_figures.items():
+        print_json_line(f"fault_answers_{kind}", seed=seed, **figures)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
