@@ -169,6 +169,9 @@ async def create_profile(request: Request) -> Response:
     try:
         data = parse_form(AgentProfileCreate, _profile_values(form))
         await services_of(request).agent_profiles.create_profile(data)
+    except Forbidden as exc:  # a member: no form to show the error on
+        page = await _agents_page(request, notice=exc.message)
+        return render(request, "settings/agents.html", page, nav="settings", status_code=403)
     except KandevError as exc:
         page = await _agents_page(request, create_form=_typed(form, "", exc))
         return render(
@@ -184,6 +187,9 @@ async def update_profile(request: Request, profile_id: str) -> Response:
     try:
         data = parse_form(AgentProfileUpdate, _profile_values(form))
         await services_of(request).agent_profiles.update_profile(profile_id, data)
+    except Forbidden as exc:  # a member: no form to show the error on
+        page = await _agents_page(request, notice=exc.message)
+        return render(request, "settings/agents.html", page, nav="settings", status_code=403)
     except KandevError as exc:
         page = await _agents_page(request, edit_form=_typed(form, profile_id, exc))
         return render(
