@@ -122,18 +122,56 @@ async function moveCard({ card, fromList, fromNext }, list, before) {
     card.dataset.stepId = task.workflow_step_id;
     card.dataset.position = String(task.position);
   }
-  await replaceCard(task.id);
+  placeCard(task);
+  refreshCard(task.id);
 }
 
 // --- live cards ------------------------------------------------------------------------
+// Placement (column and order) comes from the event's task JSON, at once; the card's content
+// comes from its server-rendered fragment, GET /tasks/{id}/card, swapped in by htmx.
 
 const inflight = new Map(); // task id → {again: bool}
 
-function signature(el) {
-  return el ? `${el.dataset.stepId}|${el.dataset.position}|${el.className}|${el.innerHTML}` : "";
+function placeCard(task) {
+  const list = listFor(task.workflow_step_id);
+  let card = document.getElementById(`task-${task.id}`);
+  if (!list || task.archived_at) { card?.remove(); refreshCounts(); return null; }
+  const moved = !card || card.dataset.stepId !== task.workflow_step_id ||
+    Number(card.dataset.position) !== task.position;
+  if (!card) {
+    card = document.createElement("li");
+    card.className = "card";
+    card.id = `task-${task.id}`;
+    card.dataset.taskId = task.id;
+    card.draggable = true;
+    card.textContent = task.title;
+  }
+  if (moved) {
+    makeRoom(list, task.position, task.id); // as the server did
+    card.dataset.stepId = task.workflow_step_id;
+    card.dataset.position = String(task.position);
+    insertByPosition(list, card);
+    refreshCounts();
+  }
+  return card;
 }
 
-async function replaceCard(taskId) {
+async function swapFragment(card) {
+  const url = `/tasks/${encodeURIComponent(card.dataset.taskId)}/card`;
+  if (window.htmx) {
+    let status = 200;
+    const onError = (e) => { status = e.detail.xhr.status; };
+    card.addEventListener("htmx:responseError", onError, { once: true });
+    await window.htmx.ajax("GET", url, { target: card, swap: "outerHTML" });
+    if (status === 404) card.remove();
+    return;
+  }
+  const { status, element } = await fetchFragment(url); // htmx missing: same result
+  if (status === 404) card.remove();
+  else if (element) card.replaceWith(element);
+}
+
+async function refreshCard(taskId) {
   const running = inflight.get(taskId);
   if (running) { running.again = true; return; }
   const state = { again: false };
@@ -141,25 +179,13 @@ async function replaceCard(taskId) {
   try {
     do {
       state.again = false;
-      const { status, element } = await fetchFragment(`/tasks/${encodeURIComponent(taskId)}/card`);
-      const existing = document.getElementById(`task-${taskId}`);
-      if (status === 404) { existing?.remove(); continue; }
-      if (!element) continue;
-      const list = listFor(element.dataset.stepId);
-      if (!list) { existing?.remove(); continue; } // now on another workflow
-      if (existing && signature(existing) === signature(element)) continue;
-      const moved = !existing || existing.dataset.stepId !== element.dataset.stepId ||
-        existing.dataset.position !== element.dataset.position;
-      if (existing && !moved) { existing.replaceWith(element); continue; }
-      makeRoom(list, Number(element.dataset.position), taskId); // as the server did
-      existing?.remove();
-      insertByPosition(list, element);
+      const card = document.getElementById(`task-${taskId}`);
+      if (card) await swapFragment(card);
     } while (state.again);
   } finally {
     inflight.delete(taskId);
     refreshCounts();
     board.dataset.lastApplied = String(performance.now());
-    board.dispatchEvent(new CustomEvent("kandev:card-applied", { detail: { taskId } }));
   }
 }
 
@@ -181,13 +207,19 @@ function onEvent(event) {
     return;
   }
   if (!taskId) return;
-  if (task && task.workflow_id !== board.dataset.workflowId) {
-    document.getElementById(`task-${taskId}`)?.remove();
-    refreshCounts();
-    return;
+  const at = performance.now();
+  (window.__kandevEventAt ||= {})[taskId] ??= at; // first arrival per task (bench/bench_web.py)
+  if (task) {
+    if (task.workflow_id !== board.dataset.workflowId) {
+      document.getElementById(`task-${taskId}`)?.remove();
+      refreshCounts();
+      return;
+    }
+    if (!placeCard(task)) return;
+  } else if (!document.getElementById(`task-${taskId}`)) {
+    return; // not on this board
   }
-  window.__kandevLastEventAt = performance.now();
-  replaceCard(taskId);
+  refreshCard(taskId);
 }
 
 if (board) {
