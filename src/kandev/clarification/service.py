@@ -302,14 +302,26 @@ class ClarificationService(ScopedService):
         except StoreError as exc:
             await self.pause_for_input(session_id)
             raise DeliveryFailed("Clarification request timed out or was cancelled") from exc
+        # Back to work: written while the result goes out (off the answer's critical path),
+        # and committed before the delivered mark, so `respond` returns after both.
+        marked = asyncio.ensure_future(self.recorder.mark_answered_live(session_id))
+        self._background.add(marked)
+        marked.add_done_callback(self._background.discard)
+
+        async def confirm() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(marked)
+            assert handoff is not None
+            await handoff.confirm()
+
         try:
-            await self.recorder.mark_answered_live(session_id)
             result = agent_result(pending_id, questions, response)
-            if handoff is not None:
-                if after_sent is None:
-                    await handoff.confirm()
-                else:
-                    after_sent(handoff.confirm, handoff.abort)
+            if handoff is None:
+                await asyncio.shield(marked)
+            elif after_sent is None:
+                await confirm()
+            else:
+                after_sent(confirm, handoff.abort)
         except BaseException:
             if handoff is not None:
                 handoff.abort("the ask call failed before returning the answer")
