@@ -40,3 +40,7 @@ document.addEventListener("submit", (event) => {
   const message = event.target.dataset?.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
 });
+
+// The page that shows a new token answers a POST: turn its history entry into a plain GET,
+// so a reload shows the list instead of minting another token (the raw one stays unseen).
+if (document.getElementById("new-token")) history.replaceState(null, "", location.href);
