@@ -19,6 +19,14 @@ def _serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     return start_serve(tmp_path / "home", port, *args), f"http://127.0.0.1:{port}"
 
 
+def _stop(proc: subprocess.Popen) -> str:
+    """SIGINT, as Ctrl-C does; a clean stop exits 0. Returns the output (stdout + stderr)."""
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0, output
+    return output
+
+
 def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
     proc, url = _serve(tmp_path)
     try:
@@ -35,6 +43,49 @@ def test_serve_starts_on_sqlite_and_applies_migrations(tmp_path: Path) -> None:
     assert "SQLite at" in output and "auth off" in output
 
 
+def test_serve_passes_the_perimeter_flags_and_leaves_forwarded_headers_to_them(
+    tmp_path: Path,
+) -> None:
+    proc, url = _serve(tmp_path, "--allowed-hosts", "kandev.example, board.example")
+    try:
+        wait_for_health(url, proc)
+        for host in ("kandev.example", "board.example:8420"):
+            r = httpx.get(f"{url}/health", headers={"Host": host})
+            assert r.status_code == 200, host
+        r = httpx.get(f"{url}/health", headers={"Host": "evil.example"})
+        assert r.status_code == 421
+        # No --trust-proxy: uvicorn must not believe X-Forwarded-For from a loopback peer
+        # either (its access log shows the client address it settled on).
+        r = httpx.get(f"{url}/health", headers={"X-Forwarded-For": "203.0.113.7"})
+        assert r.status_code == 200
+    finally:
+        output = _stop(proc)
+    assert "203.0.113.7" not in output
+    assert "127.0.0.1:" in output and '"GET /health HTTP/1.1" 200' in output
+
+
+def test_serve_takes_the_flags_from_the_environment(tmp_path: Path) -> None:
+    port = free_port()
+    proc = start_serve(
+        tmp_path / "home",
+        port,
+        env={"KANDEV_ALLOWED_HOSTS": "kandev.example", "KANDEV_TRUST_PROXY": "10.1.2.3"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, proc)
+        assert httpx.get(f"{url}/health", headers={"Host": "kandev.example"}).status_code == 200
+    finally:
+        _stop(proc)
+
+
+def test_serve_help_lists_the_flags() -> None:
+    result = CliRunner().invoke(app, ["serve", "--help"])
+    assert result.exit_code == 0
+    for flag in ("--allowed-hosts", "--trust-proxy", "--debug", "KANDEV_ALLOWED_HOSTS"):
+        assert flag in result.output, flag
+
+
 def test_help_lists_the_commands() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
@@ -47,7 +98,11 @@ def test_serve_refuses_an_unknown_database_url(tmp_path: Path) -> None:
         app, ["serve", "--data-dir", str(tmp_path), "--database-url", "mysql://x/y"]
     )
     assert result.exit_code == 2
-    assert "postgresql://" in result.output
+    assert result.stderr.splitlines() == [
+        "kandev: --database-url: database URL must start with postgresql:// or sqlite:// "
+        "(got 'mysql')"
+    ]
+    assert not tmp_path.joinpath("kandev.lock").exists()  # refused before anything is touched
 
 
 def test_serve_on_postgresql_migrates_and_serves(tmp_path: Path, pg_server) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import traceback
 from pathlib import Path
 
 import typer
@@ -54,12 +55,12 @@ def _is_loopback(host: str) -> bool:
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8420, min=0, max=65535, help="TCP port."),
+    port: int = typer.Option(8420, min=0, max=65535, help="TCP port (0: any free port)."),
     data_dir: Path = typer.Option(
         default_data_dir(),
         "--data-dir",
         envvar="KANDEV_HOME",
-        help="Where Kandev keeps its SQLite database and agent folders.",
+        help="Where Kandev keeps its SQLite database and agent folders (one server at a time).",
     ),
     database_url: str = typer.Option(
         "",
@@ -70,37 +71,84 @@ def serve(
     auth: bool = typer.Option(
         False, "--auth/--no-auth", envvar="KANDEV_AUTH", help="Require sign-in (default off)."
     ),
+    allowed_hosts: str = typer.Option(
+        "",
+        "--allowed-hosts",
+        envvar="KANDEV_ALLOWED_HOSTS",
+        help="More Host names to answer, comma-separated (loopback and --host always are).",
+    ),
+    trust_proxy: str = typer.Option(
+        "",
+        "--trust-proxy",
+        envvar="KANDEV_TRUST_PROXY",
+        help="Addresses of reverse proxies whose X-Forwarded-* headers are believed.",
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", envvar="KANDEV_DEBUG", help="Show tracebacks of startup failures."
+    ),
 ) -> None:
-    """Serve REST, MCP, events and the web UI (migrations are applied on start)."""
-    import uvicorn
+    """Serve REST, MCP, events and the web UI (migrations are applied on start).
 
-    from kandev.app import create_app
+    Any startup failure is one line on stderr and exit status 2 (kandev.startup).
+    """
+    from kandev import startup
+
+    def started(settings: Settings) -> None:
+        url = settings.resolved_database_url()
+        store = (
+            "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
+        )
+        typer.echo(
+            f"Kandev {__version__} on http://{settings.host}:{settings.port} — {store}; "
+            f"auth {'on' if settings.auth else 'off'}"
+        )
+        if not settings.auth and not _is_loopback(settings.host):
+            typer.echo(
+                "warning: auth is off and Kandev listens beyond loopback; anyone who can reach "
+                "this port can drive your agents. Use --auth.",
+                err=True,
+            )
+
+    try:
+        _check_database_url(database_url, data_dir)
+        settings = Settings(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            database_url=database_url,
+            auth=auth,
+            allowed_hosts=allowed_hosts,
+            trust_proxy=trust_proxy,
+            debug=debug,
+        )
+        startup.serve(settings, on_started=started)
+    except KeyboardInterrupt:  # Ctrl-C before the server was up
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if debug:
+            traceback.print_exception(exc)
+        typer.echo(f"kandev: {startup.describe_failure(exc)}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _check_database_url(database_url: str, data_dir: Path) -> None:
+    """Refuse a URL we cannot even parse, without echoing a password back."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from kandev.startup import StartupError
 
     try:
         url = normalize_database_url(database_url, data_dir)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--database-url") from None
-    settings = Settings(
-        host=host, port=port, data_dir=data_dir, database_url=database_url, auth=auth
-    )
-    store = "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
-    typer.echo(
-        f"Kandev {__version__} on http://{host}:{port} — {store}; auth {'on' if auth else 'off'}"
-    )
-    if not auth and not _is_loopback(host):
-        typer.echo(
-            "warning: auth is off and Kandev listens beyond loopback; anyone who can reach "
-            "this port can drive your agents. Use --auth.",
-            err=True,
-        )
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        log_level="info",
-        # Open SSE streams must not hold a shutdown (or a restart) hostage.
-        timeout_graceful_shutdown=5,
-    )
+        raise StartupError(f"--database-url: {exc}") from None
+    try:
+        make_url(url)
+    except (ArgumentError, ValueError):
+        raise StartupError(
+            "--database-url: cannot parse it; expected postgresql://user:password@host:port/db "
+            "or sqlite:///path/to/file.db"
+        ) from None
 
 
 @app.command("demo-agent")

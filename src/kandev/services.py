@@ -21,6 +21,7 @@ from kandev.clock import Clock, SystemClock
 from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.db.migrate import upgrade_to_head
+from kandev.db.ownership import check_database_is_kandevs
 from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
 from kandev.moves.service import MoveService
@@ -50,6 +51,7 @@ class Services:
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
+        await check_database_is_kandevs(self.db)  # before anything writes to it
         await upgrade_to_head(self.db)
         # Agents an earlier server left running (it was killed and they escaped the guard)
         # are killed before anything here can relaunch one: never two agents per session.

@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from kandev.db.engine import Database
+from kandev.db.ownership import write_marker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -32,6 +33,7 @@ def head_revision() -> str:
 async def upgrade_to_head(db: Database) -> None:
     def _run(connection: Connection) -> None:
         command.upgrade(alembic_config(connection), "head")
+        write_marker(connection)  # once: this database is Kandev's (kandev.db.ownership)
 
     async with db.engine.begin() as conn:
         await conn.run_sync(_run)
