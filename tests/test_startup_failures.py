@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import free_port, missing
@@ -229,3 +230,42 @@ def test_debug_adds_the_traceback(tmp_path: Path) -> None:
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[-1].startswith("kandev: the data dir")
     assert any("StartupError" in line for line in lines)
+
+
+def test_a_recovery_error_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = start_serve(home, port)
+    try:
+        wait_for_health(url, first)
+        ws = httpx.post(f"{url}/api/v1/workspaces", json={"name": "w"}).json()
+        flow = httpx.post(
+            f"{url}/api/v1/workflows", json={"workspace_id": ws["id"], "name": "f"}
+        ).json()
+        task = httpx.post(
+            f"{url}/api/v1/tasks",
+            json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": "t"},
+        ).json()
+        session = httpx.post(f"{url}/api/v1/tasks/{task['id']}/sessions", json={}).json()
+    finally:
+        stop(first)
+    # A question whose answer is marked "being delivered" but names no question: recovery
+    # cannot settle it, and the server must not start on top of it.
+    conn = sqlite3.connect(home / "kandev.db")
+    with conn:
+        conn.execute(
+            "INSERT INTO task_session_messages (id, session_id, task_id, type, content, "
+            "metadata, created_at, updated_at) SELECT 'broken-message', id, task_id, "
+            "'clarification_request', 'q', '{\"response_delivery_pending\": true}', "
+            "updated_at, updated_at FROM task_sessions WHERE id = ?",
+            (session["id"],),
+        )
+    conn.close()
+    status, lines = run_serve(home)
+    assert_one_line(
+        status,
+        lines,
+        "clarification startup recovery failed",
+        "clarification message broken-message has a delivery intent but no pending_id",
+    )

@@ -93,7 +93,11 @@ def serve(
     """
     from kandev import startup
 
+    serving = False
+
     def started(settings: Settings) -> None:
+        nonlocal serving
+        serving = True
         url = settings.resolved_database_url()
         store = (
             "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
@@ -127,8 +131,9 @@ def serve(
     except Exception as exc:
         if debug:
             traceback.print_exception(exc)
-        typer.echo(f"kandev: {startup.describe_failure(exc)}", err=True)
-        raise typer.Exit(2) from None
+        typer.echo(f"kandev: {startup.describe_failure(exc, serving=serving)}", err=True)
+        # 2: it did not start (CONTRACT §8); 1: it served, then failed (e.g. while stopping).
+        raise typer.Exit(1 if serving else 2) from None
 
 
 def _check_database_url(database_url: str, data_dir: Path) -> None:

@@ -218,15 +218,20 @@ def _ignore(_signum: int, _frame: Any) -> None:
     return None
 
 
-def describe_failure(exc: BaseException) -> str:
-    """The one line a startup failure is reported as (without the `kandev: ` prefix)."""
+def describe_failure(exc: BaseException, *, serving: bool = False) -> str:
+    """The one line a failure is reported as (without the `kandev: ` prefix).
+
+    Errors Kandev raised on purpose (StartupError, the domain errors: a foreign database,
+    recovery) already say what is wrong; anything else is named by its type and message.
+    """
     if isinstance(exc, StartupError | KandevError):
         text = exc.message
-    elif isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        text = f"could not start: {exc.strerror}{where}"
     else:
-        text = f"could not start: {type(exc).__name__}: {exc}"
+        if isinstance(exc, OSError) and exc.strerror:
+            detail = exc.strerror + (f" ({exc.filename})" if exc.filename else "")
+        else:
+            detail = f"{type(exc).__name__}: {exc}"
+        text = f"{'stopped on an error' if serving else 'could not start'}: {detail}"
     return " ".join(text.split())
 
 
