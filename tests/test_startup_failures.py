@@ -110,6 +110,19 @@ def test_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
     assert plain.read_text() == "x"
 
 
+def test_a_data_dir_that_cannot_be_written(tmp_path: Path) -> None:
+    # Runs as root too (where file modes do not stop writes): the lock file cannot be made.
+    home = tmp_path / "home"
+    (home / "kandev.lock").mkdir(parents=True)
+    status, lines = run_serve(home)
+    assert_one_line(status, lines, f"cannot write to the data dir {home}", "--data-dir")
+    # The database file cannot be opened: named, in one line.
+    home = tmp_path / "home2"
+    (home / "kandev.db").mkdir(parents=True)
+    status, lines = run_serve(home)
+    assert_one_line(status, lines, f"cannot open the database sqlite:///{home / 'kandev.db'}")
+
+
 def test_a_read_only_data_dir(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         pytest.skip("running as root: file modes do not stop root from writing (see the file case)")
