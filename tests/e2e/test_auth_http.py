@@ -133,7 +133,8 @@ async def test_setup_cookie_tokens_logout_login(
 async def test_secure_cookie_behind_https_proxy(
     start: Callable[..., str], clients: Callable[[str], httpx.AsyncClient]
 ) -> None:
-    client = clients(start(auth=True))
+    # Only a trusted proxy's X-Forwarded-Proto counts (tests/perimeter/test_forwarded.py).
+    client = clients(start(auth=True, trust_proxy="127.0.0.1"))
     response = await client.post(
         "/api/v1/auth/setup", json=ADMIN, headers={"X-Forwarded-Proto": "https"}
     )
