@@ -29,8 +29,10 @@ Exit status: the guard exits as the agent did (same code, or killed by the same 
 the server describes the agent's exit, not the guard's. A program that cannot be executed
 makes the guard print one line on stderr and exit 127.
 
-SIGTERM (the server's polite stop, sent to the group) is ignored by the guard: the agent
-gets it too and decides; when the agent exits the guard follows. SIGKILL ends everything.
+SIGTERM (the server's polite stop, sent to the group) does not end the guard: the agent gets
+it too and decides; when the agent exits the guard follows. SIGKILL ends everything. A stop
+that lands between the fork and the agent's exec is not lost: SIGTERM is blocked across the
+fork and unblocked in the child only once its disposition is the default again.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import sys
 PR_SET_PDEATHSIG = 1
 GUARD_DEATH_SIGNAL = signal.SIGUSR1  # what the guard gets on Linux when the server dies
 EXEC_FAILED_CODE = 127
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}  # the agent's to obey; the guard outlasts them
 
 
 def _set_parent_death_signal(sig: int) -> bool:
@@ -74,6 +77,7 @@ def _exec_agent(argv: list[str], guard_pid: int, report_fd: int) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(GUARD_DEATH_SIGNAL, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending stop ends us here
         _set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != guard_pid:  # the guard died before PDEATHSIG was armed
             os._exit(EXEC_FAILED_CODE)
@@ -106,19 +110,23 @@ def main(args: list[str]) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
     signal.signal(GUARD_DEATH_SIGNAL, lambda *_: None)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in STOP_SIGNALS:
+        # A no-op handler, not SIG_IGN: an ignored signal could be discarded in the child
+        # before it restores the default (and SIG_IGN would survive its exec).
+        signal.signal(sig, lambda *_: None)
     _set_parent_death_signal(GUARD_DEATH_SIGNAL)
     if os.getppid() != server_pid:  # the server died before we got here
         _kill_group_and_exit()
 
     report_r, report_w = os.pipe()  # close-on-exec: EOF without data means exec worked
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     child = os.fork()
     if child == 0:
         os.close(report_r)
         for fd in (leash_fd, wake_r, wake_w):
             os.close(fd)
         _exec_agent(argv, os.getppid(), report_w)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     os.close(report_w)
     failure = b""
     while chunk := os.read(report_r, 64):
