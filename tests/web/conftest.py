@@ -30,6 +30,15 @@ PHONE = {"width": 375, "height": 812}
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Browser tests run last (a stable sort keeps every other order): Playwright's sync API
+    keeps its event loop running for the session-scoped `browser`, and an async test after
+    it could not start its own loop ("Cannot run the event loop while another loop is
+    running"), so `pytest tests/web` ran the page tests only when no browser test came first.
+    """
+    items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator:
     if not Path(CHROMIUM).is_file():

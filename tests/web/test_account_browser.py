@@ -276,16 +276,19 @@ def test_badge_and_notification_follow_new_questions_on_any_page(
     auth_context.add_init_script(
         """
         window.__notes = [];
-        window.Notification = class {
+        const settings = { configurable: true, writable: true };
+        Object.defineProperty(window, "Notification", { ...settings, value: class {
           // Granted once asked, for the rest of the test (the opt-in lives in localStorage).
           static permission = localStorage.getItem("kandev.notify") === "1" ? "granted" : "default";
           static async requestPermission() { this.permission = "granted"; return "granted"; }
           constructor(title, options) { window.__notes.push({ title, ...options }); }
-        };
+        } });
         """
     )
     page = auth_context.new_page()
     sign_in(page, ADMIN, "/inbox")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    assert page.evaluate("typeof window.__notes") == "object"  # the stand-in is in place
     page.get_by_role("button", name="Notify me of new questions").click()
     expect(page.get_by_role("button", name="Notifications on")).to_be_visible()
 
