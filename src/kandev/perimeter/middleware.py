@@ -27,6 +27,8 @@ CROSS_ORIGIN = "cross-origin request refused"
 TOO_LARGE = "request body too large"
 INTERNAL = "internal error"
 _FORM = b"application/x-www-form-urlencoded"
+_MAX_NOTED_HOSTS = 32  # a flood of made-up names must not flood the log
+_MAX_NOTED_HOST_LENGTH = 100
 
 
 class _Headers:
@@ -77,6 +79,7 @@ class PerimeterMiddleware:
     def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
         self.app = app
         self.policy = policy
+        self._refused_hosts: set[str] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -119,6 +122,7 @@ class PerimeterMiddleware:
         headers = _Headers(scope["headers"])
         self._apply_forwarding(scope, headers)
         if not self._host_allowed(headers):
+            self._note_refused_host(headers.host)
             await send_error(send, 421, HOST_NOT_ALLOWED)
             return
         method = scope["method"]
@@ -174,6 +178,20 @@ class PerimeterMiddleware:
         if headers.host is None or headers.host_count != 1:
             return False
         return self.policy.hosts.allows(headers.host.decode("latin-1"))
+
+    def _note_refused_host(self, host: bytes | None) -> None:
+        """Say once per name (for the first few names) how to allow it: a 421 for the name
+        users actually type, such as a LAN address, is otherwise a puzzle."""
+        if host is None or len(self._refused_hosts) >= _MAX_NOTED_HOSTS:
+            return
+        name = host.decode("latin-1")[:_MAX_NOTED_HOST_LENGTH]
+        if name not in self._refused_hosts:
+            self._refused_hosts.add(name)
+            logger.warning(
+                "refused Host %r; if that is this server, add it to --allowed-hosts "
+                "(KANDEV_ALLOWED_HOSTS)",
+                name,
+            )
 
     def _cross_origin(self, headers: _Headers) -> bool:
         if headers.fetch_site == b"cross-site":
