@@ -3,6 +3,7 @@ same services as REST, redirects and scoping. In-process (ASGI, lifespan include
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -491,3 +492,85 @@ async def test_inbox_answer_for_an_invisible_question_is_404(auth_client) -> Non
     missing = await auth_client.post("/inbox/no-such-id/answer", data={"action": "skip"})
     assert r.status_code == missing.status_code == 404
     assert r.text == missing.text
+
+
+# --- page contexts ------------------------------------------------------------------
+
+
+class Recorder:
+    """Stands in for a page dataclass and records which fields the template reads."""
+
+    def __init__(self, page: object) -> None:
+        self._page = page
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str):
+        self.read.add(name)
+        value = getattr(self._page, name)
+        if dataclasses.is_dataclass(value):
+            return Recorder(value)
+        return value
+
+
+async def test_templates_read_exactly_the_documented_page_fields(auth_client, monkeypatch) -> None:
+    """Across the states a page can be in (empty, with an error, with a new token …), its
+    template reads every field of its dataclass and nothing else (STYLE E3)."""
+    from kandev.web import pages_account, pages_inbox, render
+    from kandev.web.routes import auth as auth_routes
+    from kandev.web.routes import inbox as inbox_routes
+    from kandev.web.routes import settings as settings_routes
+
+    read: dict[str, set[str]] = {}
+    kinds: dict[str, type] = {}
+    original = render.render
+
+    def capture(request, template, page, **kw):
+        recorder = Recorder(page)
+        response = original(request, template, recorder, **kw)
+        read.setdefault(template, set()).update(recorder.read)
+        kinds[template] = type(page)
+        return response
+
+    for module in (auth_routes, inbox_routes, settings_routes):
+        monkeypatch.setattr(module, "render", capture)
+
+    await auth_client.get("/setup")
+    await auth_client.post("/setup", data={"email": "bad", "password": PASSWORD})
+    await setup_admin(auth_client)
+    await auth_client.post("/settings/tokens", data={"name": "", "ttl_hours": "x"})
+    await auth_client.post("/settings/tokens", data={"name": "t", "ttl_hours": ""})
+    await auth_client.get("/settings/tokens")
+    await auth_client.post("/settings/agents", data={"name": "a", "command": "no-such-x"})
+    created = await auth_client.post(
+        "/settings/agents", data={"name": "b", "command": sys.executable, "env": "K=v"}
+    )
+    assert created.status_code == 303
+    profiles = (await auth_client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
+    mine = next(p for p in profiles if p["name"] == "b")
+    await auth_client.post(f"/settings/agents/{mine['id']}", data={"name": "", "command": "x"})
+    demo = next(p for p in profiles if p["name"] == "demo")
+    await auth_client.post(f"/settings/agents/{demo['id']}/delete")
+    await auth_client.get("/settings/mcp")
+    asked = await ask(auth_client, "Ctx", "A task")
+    await auth_client.get("/inbox")
+    await auth_client.post(f"/inbox/{asked['pending_id']}/answer", data={"action": "submit"})
+    await auth_client.get("/inbox/list", headers={"HX-Request": "true"})
+    await auth_client.get("/inbox/count", headers={"HX-Request": "true"})
+    auth_client.cookies.clear()
+    await auth_client.post("/login", data={"email": "x@example.com", "password": "nope"})
+
+    expected = {
+        "login.html": pages_account.SignInPage,
+        "settings/tokens.html": pages_account.TokensPage,
+        "settings/agents.html": pages_account.AgentsPage,
+        "settings/mcp.html": pages_account.McpPage,
+        "inbox.html": pages_inbox.InboxPage,
+        "partials/_inbox_list.html": pages_inbox.InboxPage,
+        "partials/inbox_count.html": pages_inbox.InboxCount,
+    }
+    assert kinds == expected
+    for template, cls in expected.items():
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if template == "partials/_inbox_list.html":
+            fields -= {"error"}  # the list alone never shows the form error
+        assert read[template] == fields, (template, fields ^ read[template])
