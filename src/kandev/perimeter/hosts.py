@@ -8,6 +8,7 @@ URL's host, or a name the operator listed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 # Binding to these means "every interface": none of them is a name a client would send.
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+_NOT_IN_A_HOST = re.compile(r"[\s/@?#\\]")
 
 
 def bracket(name: str) -> str:
@@ -43,7 +45,7 @@ def split_host(value: str) -> tuple[str, str] | None:
         port = ""
     # "localhost." is the same name as "localhost"; an attacker owns neither.
     name = name.removesuffix(".")
-    if not name or any(c.isspace() or c in "/@?#\\" for c in name):
+    if not name or _NOT_IN_A_HOST.search(name):
         return None
     return name, port
 

@@ -10,6 +10,7 @@ caller's task and context (the auth identity contextvar depends on it).
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,6 +30,7 @@ INTERNAL = "internal error"
 _FORM = b"application/x-www-form-urlencoded"
 _MAX_NOTED_HOSTS = 32  # a flood of made-up names must not flood the log
 _MAX_NOTED_HOST_LENGTH = 100
+_VERDICT_CACHE_SIZE = 256
 
 
 class _Headers:
@@ -80,6 +82,9 @@ class PerimeterMiddleware:
         self.app = app
         self.policy = policy
         self._refused_hosts: set[str] = set()
+        # Clients send the same few Host / Origin values over and over: remember the verdicts.
+        self._host_verdict = lru_cache(maxsize=_VERDICT_CACHE_SIZE)(policy.hosts.allows)
+        self._origin_verdict = lru_cache(maxsize=_VERDICT_CACHE_SIZE)(policy.hosts.allows_origin)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -177,7 +182,7 @@ class PerimeterMiddleware:
         # No Host (HTTP/1.0) or several: refuse — every browser and HTTP/1.1 client sends one.
         if headers.host is None or headers.host_count != 1:
             return False
-        return self.policy.hosts.allows(headers.host.decode("latin-1"))
+        return self._host_verdict(headers.host.decode("latin-1"))
 
     def _note_refused_host(self, host: bytes | None) -> None:
         """Say once per name (for the first few names) how to allow it: a 421 for the name
@@ -198,7 +203,7 @@ class PerimeterMiddleware:
             return True
         if headers.origin is None:
             return False  # curl, SDKs and same-origin GET-like navigations send none
-        return not self.policy.hosts.allows_origin(headers.origin.decode("latin-1"))
+        return not self._origin_verdict(headers.origin.decode("latin-1"))
 
 
 def _nul_in_target(scope: Scope) -> str | None:

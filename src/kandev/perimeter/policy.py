@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 # The MCP endpoints answer a bad argument with a tool result, not a REST 400 (CONTRACT §5):
 # their NUL check runs per tool call (kandev.mcp.server), not on the raw body.
-TOOL_CALL_PATHS = ("/mcp", "/agent/mcp")
+TOOL_CALL_PATHS = frozenset({"/mcp", "/agent/mcp"})
+_TOOL_CALL_PREFIXES = tuple(f"{path}/" for path in sorted(TOOL_CALL_PATHS))
 
 
 @dataclass(frozen=True)
@@ -42,4 +43,4 @@ def allowed_hosts(settings: Settings) -> AllowedHosts:
 
 
 def checks_body_for_nul(path: str) -> bool:
-    return not any(path == p or path.startswith(p + "/") for p in TOOL_CALL_PATHS)
+    return path not in TOOL_CALL_PATHS and not path.startswith(_TOOL_CALL_PREFIXES)
