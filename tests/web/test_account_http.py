@@ -130,6 +130,8 @@ async def test_setup_form_creates_the_admin_and_signs_in(auth_client) -> None:
     assert "kandev_session" in auth_client.cookies
     me = (await auth_client.get("/api/v1/auth/me")).json()
     assert me["mode"] == "enabled" and me["user"]["display_name"] == "Ada"
+    board = soup(await auth_client.get("/"))
+    assert board.select_one(".topbar .user-name").text == "Ada"
     assert (await auth_client.get("/setup")).headers["location"] == "/"  # signed in
 
 

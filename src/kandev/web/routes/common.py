@@ -14,7 +14,7 @@ from kandev.errors import KandevError
 from kandev.services import Services
 from kandev.web.errors import error_page
 from kandev.web.guard import sign_in_redirect
-from kandev.web.inbox_count import open_item_count, wants_inbox_count
+from kandev.web.topbar import load_top_bar
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -34,8 +34,7 @@ def page_route(
         if redirect is not None:
             return redirect
         try:
-            if wants_inbox_count(request):  # the top bar's badge (base.html)
-                request.state.inbox_count = await open_item_count(services_of(request))
+            await load_top_bar(request, services_of(request))  # badge and user (base.html)
             return await handler(request, *args, **kwargs)
         except KandevError as exc:
             return error_page(request, exc)

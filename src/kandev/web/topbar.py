@@ -1,0 +1,28 @@
+"""What base.html's top bar shows besides the identity, loaded once per full page.
+
+routes/common.page_route calls `load_top_bar` before the handler; base.html reads
+`request.state.inbox_count` (the badge) and `request.state.user_label` (who is signed in).
+Fragments and form posts skip it: they have no top bar.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from kandev.auth.identity import current_identity
+from kandev.services import Services
+from kandev.web.inbox_count import open_item_count
+
+
+def wants_top_bar(request: Request) -> bool:
+    return request.method == "GET" and request.headers.get("hx-request") != "true"
+
+
+async def load_top_bar(request: Request, services: Services) -> None:
+    if not wants_top_bar(request):
+        return
+    request.state.inbox_count = await open_item_count(services)
+    identity = current_identity()
+    if identity is not None and not identity.synthetic:
+        user = (await services.auth.me(identity))["user"] or {}
+        request.state.user_label = user.get("display_name") or user.get("email") or ""
