@@ -374,3 +374,25 @@ def test_pages_fit_a_phone(browser, server) -> None:
         api.http.close()
     finally:
         ctx.close()
+
+
+def test_inbox_without_javascript_answers_with_the_form(browser, server) -> None:
+    api = Api(server.url)
+    asked = api.ask(api.board("No JS"), "Answer me without scripts")
+    ctx = browser.new_context(base_url=server.url, java_script_enabled=False, viewport=DESKTOP)
+    try:
+        page = ctx.new_page()
+        page.goto("/inbox")
+        item = page.locator(f"#inbox-{asked['pending_id']}")
+        expect(item.locator(".task-link")).to_have_text("Answer me without scripts")
+        expect(page.locator("#inbox-badge")).to_have_attribute("data-count", "1")
+        expect(item.get_by_role("region", name="Clarification needed")).to_have_count(0)
+        item.get_by_label("SQLite").check()
+        item.get_by_role("button", name="Submit").click()
+        expect(page.locator("#inbox-empty")).to_be_visible()
+        expect(page.locator("#inbox-badge")).to_be_hidden()
+        settled = api.status(asked["pending_id"])
+        assert settled["status"] == "answered"
+    finally:
+        ctx.close()
+        api.http.close()
