@@ -2,7 +2,7 @@
 
 routes/common.page_route calls `load_top_bar` before the handler; base.html reads
 `request.state.inbox_count` (the badge) and `request.state.user_label` (who is signed in).
-Fragments and form posts skip it: they have no top bar.
+Fragments (HX-Request) skip it: they have no top bar.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from kandev.web.inbox_count import open_item_count
 
 
 def wants_top_bar(request: Request) -> bool:
-    return request.method == "GET" and request.headers.get("hx-request") != "true"
+    """Any full page, including one a form post renders (a new token, a refused save)."""
+    return request.headers.get("hx-request") != "true"
 
 
 async def load_top_bar(request: Request, services: Services) -> None:
