@@ -396,3 +396,44 @@ def test_inbox_without_javascript_answers_with_the_form(browser, server) -> None
     finally:
         ctx.close()
         api.http.close()
+
+
+def test_inbox_answers_a_multi_question_bundle(page, server) -> None:
+    api = Api(server.url)
+    board = api.board("Multi")
+    asked = api.ask(board, "Two questions")  # one question …
+    api.answer(asked["pending_id"], "pg")
+    task = asked["task"]
+    session = api.ok(api.http.get(f"/api/v1/tasks/{task['id']}/sessions"))["sessions"][0]
+    two = [
+        *question("db", "Which database?"),
+        {
+            "id": "lang",
+            "title": "Language",
+            "prompt": "Which language?",
+            "options": [
+                {"option_id": "py", "label": "Python", "description": "dynamic"},
+                {"option_id": "go", "label": "Go", "description": "compiled"},
+            ],
+        },
+    ]
+    api.ok(api.http.post(f"/api/v1/sessions/{session['id']}/prompt", json={"text": "more"}))
+    pending = api.ok(
+        api.http.post(
+            "/api/v1/clarification/request",
+            json={"session_id": session["id"], "questions": two},
+        )
+    )["pending_id"]
+    page.goto("/inbox")
+    overlay = page.locator(f"#inbox-{pending}").get_by_role("region", name="Clarification needed")
+    expect(overlay).to_contain_text("Question 1 of 2")
+    overlay.get_by_role("button", name=re.compile(r"^SQLite")).click()
+    overlay.get_by_role("button", name="Next →").click()
+    expect(overlay).to_contain_text("Question 2 of 2")
+    overlay.get_by_role("textbox", name="Your answer").fill("Rust, please")
+    expect(overlay.get_by_role("button", name="Submit")).to_be_enabled()
+    overlay.get_by_role("button", name="Submit").click()
+    expect(page.locator(f"#inbox-{pending}")).to_have_count(0)
+    state = api.status(pending)
+    assert state["status"] == "answered"
+    api.http.close()
