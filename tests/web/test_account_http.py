@@ -576,3 +576,16 @@ async def test_templates_read_exactly_the_documented_page_fields(auth_client, mo
         if template == "partials/_inbox_list.html":
             fields -= {"error"}  # the list alone never shows the form error
         assert read[template] == fields, (template, fields ^ read[template])
+
+
+async def test_a_failing_count_does_not_break_the_page(client, monkeypatch) -> None:
+    from kandev.errors import KandevError
+
+    async def broken(**_: object) -> dict:
+        raise KandevError("Failed to list pending questions")
+
+    monkeypatch.setattr(client.services.clarifications, "list_pending", broken)  # type: ignore[attr-defined]
+    r = await client.get("/settings/mcp")
+    assert r.status_code == 200
+    badge = soup(r).select_one("#inbox-badge")
+    assert badge.has_attr("hidden") and badge["data-count"] == ""

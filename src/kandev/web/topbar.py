@@ -7,11 +7,16 @@ Fragments (HX-Request) skip it: they have no top bar.
 
 from __future__ import annotations
 
+import logging
+
 from starlette.requests import Request
 
 from kandev.auth.identity import current_identity
+from kandev.errors import KandevError
 from kandev.services import Services
 from kandev.web.inbox_count import open_item_count
+
+log = logging.getLogger(__name__)
 
 
 def wants_top_bar(request: Request) -> bool:
@@ -22,7 +27,10 @@ def wants_top_bar(request: Request) -> bool:
 async def load_top_bar(request: Request, services: Services) -> None:
     if not wants_top_bar(request):
         return
-    request.state.inbox_count = await open_item_count(services)
+    try:
+        request.state.inbox_count = await open_item_count(services)
+    except KandevError:  # logged by the list; the page itself still renders, without a count
+        log.warning("inbox count unavailable for the top bar")
     identity = current_identity()
     if identity is not None and not identity.synthetic:
         user = (await services.auth.me(identity))["user"] or {}
