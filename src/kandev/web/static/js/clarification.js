@@ -86,9 +86,13 @@ export class ClarificationOverlay {
       this.collapsed = false;
       this.error = "";
     }
+    const signature = bundle.map((r) => `${r.id}:${r.updated_at}`).join(",");
+    if (signature === this.signature && pendingId === this.pendingId && this.rendered) return;
+    this.signature = signature;
     this.rows = bundle;
     this.index = Math.min(this.index, Math.max(0, bundle.length - 1));
     this.render();
+    this.rendered = true;
   }
 
   questionId(row) { return row.metadata.question_id || row.metadata.question?.id; }
@@ -200,6 +204,7 @@ export class ClarificationOverlay {
     };
     this.rows = [];
     this.pendingId = null;
+    this.signature = "";
     this.render();
     this.root.dispatchEvent(new CustomEvent("clarification:resolved", { detail, bubbles: true }));
   }

@@ -120,21 +120,27 @@ function rerender(messageId, delay = 0) {
   clearTimeout(rerenderTimers.get(messageId));
   rerenderTimers.set(messageId, setTimeout(async () => {
     rerenderTimers.delete(messageId);
-    const li = document.getElementById(`msg-${messageId}`);
-    if (!li) return catchUp();
+    let li = document.getElementById(`msg-${messageId}`);
+    if (!li) {
+      await catchUp(); // the item itself is still on its way
+      li = document.getElementById(`msg-${messageId}`);
+      if (!li) return;
+    }
     const prev = li.previousElementSibling?.closest("[data-message-id]");
     const url = `/sessions/${session.id}/messages-fragment?limit=1${prev ? `&after=${prev.dataset.messageId}` : ""}`;
     const { fragment } = await fetchFragment(url);
     const item = fragment?.firstElementChild?.firstElementChild;
-    if (item && item.id === li.id) li.replaceWith(item);
+    const current = document.getElementById(`msg-${messageId}`);
+    if (item && current && item.id === current.id) current.replaceWith(item);
     else catchUp();
+    refreshOverlay();
   }, delay));
 }
 
 function streamText(message) {
   // Show streamed text at once; the Markdown rendering follows shortly from the server.
   const li = document.getElementById(`msg-${message.id}`);
-  if (!li) return catchUp();
+  if (!li) { rerender(message.id); return; }
   const body = li.querySelector(".md");
   if (body && (message.type === "message" || message.type === "thinking")) {
     li.classList.add("msg-streaming");
