@@ -310,3 +310,112 @@ async def test_templates_read_exactly_the_documented_page_fields(client, monkeyp
         render.env.get_template(template).render(context)
         fields = {f.name for f in dataclasses.fields(cls)}
         assert recorder.read == fields, (template, fields ^ recorder.read)
+
+
+# --- conversation items, every kind and every question outcome ---------------------------
+
+
+def _message(msg_type: str, content: str = "", author: str = "agent", **metadata) -> object:
+    from datetime import UTC, datetime
+
+    from kandev.sessions.models import Message
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return Message(
+        id=f"m-{msg_type}-{len(metadata)}-{metadata.get('status', '')}",
+        session_id="s",
+        task_id="t",
+        turn_id="turn",
+        author_type=author,
+        author_id="",
+        type=msg_type,
+        content=content,
+        requests_input=False,
+        metadata=metadata,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+QUESTION = {
+    "id": "q",
+    "title": "",
+    "prompt": "Which **database**?",
+    "options": [
+        {"option_id": "pg", "label": "PostgreSQL", "description": "the server"},
+        {"option_id": "lite", "label": "SQLite", "description": "a file"},
+    ],
+}
+
+
+def _asked(status: str, **extra) -> object:
+    return _message(
+        "clarification_request",
+        "Which database?",
+        pending_id="p",
+        question_id="q",
+        question=QUESTION,
+        question_index=0,
+        question_total=1,
+        context="We need to store sessions.",
+        status=status,
+        **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            _asked("answered", response={"selected_options": ["pg", "lite"], "custom_text": ""}),
+            "PostgreSQL SQLite",
+        ),
+        (
+            _asked(
+                "answered",
+                response={"selected_options": [], "custom_text": "none, use files"},
+                agent_disconnected=True,
+            ),
+            "none, use files sent as a new message",
+        ),
+        (_asked("rejected", response={"rejected": True, "reject_reason": ""}), "Skipped"),
+        (_asked("expired"), "timed out, agent moved on"),
+        (_asked("cancelled"), "Cancelled"),
+        (_asked("pending"), "Waiting for your answer"),
+    ],
+)
+def test_question_outcomes_in_the_history(message, expected) -> None:
+    html = render.env.get_template("partials/_messages.html").render(
+        page=pages.MessagesFragment(messages=[message])
+    )
+    item = BeautifulSoup(html, "html.parser").select_one("li")
+    assert item.select_one(".qa-q strong").get_text() == "database"  # the prompt is Markdown
+    assert item.select_one(".qa-context").get_text() == "We need to store sessions."
+    assert item.select_one("[data-answer]").get_text(" ", strip=True) == expected
+
+
+def test_every_message_kind_renders() -> None:
+    items = [
+        _message("message", "do *it*", author="user"),
+        _message("message", "Done: `x`\n\n<img src=x onerror=alert(1)>"),
+        _message("thinking", "hmm"),
+        _message("tool_call", "42 lines", status="failed", kind="read", raw_input={"p": 1}),
+        _message("agent_plan", "", entries=[{"content": "Read", "status": "completed"}]),
+        _message("permission_request", "rm?", status="pending", tool_call={"title": "rm -rf"}),
+        _message("error", "agent crashed", author="system"),
+    ]
+    html = render.env.get_template("partials/_messages.html").render(
+        page=pages.MessagesFragment(messages=items)
+    )
+    doc = BeautifulSoup(html, "html.parser")
+    assert doc.select_one(".msg-user").get_text() == "do *it*"  # prompts stay plain text
+    agent = doc.select(".msg-agent .md")[0]
+    assert agent.select_one("code").get_text() == "x" and agent.select_one("img") is None
+    assert doc.select_one(".msg-thinking summary").get_text() == "Thinking…"
+    tool = doc.select_one(".msg-tool")
+    assert tool.name == "details" and not tool.has_attr("open")
+    assert tool.select_one(".chip").get_text() == "failed"
+    assert doc.select_one(".plan li")["data-status"] == "completed"
+    assert "rm -rf" in doc.select_one('[data-type="permission_request"]').get_text()
+    assert doc.select_one(".msg-error").get_text() == "agent crashed"
+    assert len(doc.select("[data-message-id]")) == len(items)
