@@ -82,8 +82,10 @@ export async function refreshCount() {
 showCount(currentCount());
 // The inbox page has its own stream and calls refreshCount itself.
 if (!document.querySelector("[data-inbox]") && document.getElementById("inbox-badge")) {
-  connectEvents({
+  const source = connectEvents({
     onEvent: (event) => { if (affectsInbox(event)) refreshCount(); },
     onReset: () => refreshCount(),
   });
+  // What changed between rendering and (re)connecting: one refetch whenever the stream opens.
+  source.addEventListener("open", () => refreshCount());
 }

@@ -109,10 +109,11 @@ function setupNotifications() {
 
 list.querySelectorAll(".inbox-item").forEach(enhance);
 setupNotifications();
-connectEvents({
+const source = connectEvents({
   statusEl: document.getElementById("live-status"),
   onEvent: (event) => { if (affectsInbox(event)) refresh(); },
   onReset: () => refresh(),
 });
-// Events missed between rendering and connecting: one refetch once the stream is open.
-refresh();
+// A stream opened without Last-Event-ID starts at "now": whatever changed between rendering
+// and (re)connecting is caught up by one refetch each time the stream opens.
+source.addEventListener("open", () => refresh());
