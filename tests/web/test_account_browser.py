@@ -437,3 +437,25 @@ def test_inbox_answers_a_multi_question_bundle(page, server) -> None:
     state = api.status(pending)
     assert state["status"] == "answered"
     api.http.close()
+
+
+def test_inbox_loser_is_told_the_winners_answer(page, server) -> None:
+    """The answer that loses the race (claimed: false) closes the item and shows what won."""
+    api = Api(server.url)
+    asked = api.ask(api.board("Race"), "Contested question")
+    page.goto("/inbox")
+    overlay = page.locator(f"#inbox-{asked['pending_id']}").get_by_role(
+        "region", name="Clarification needed"
+    )
+    overlay.get_by_role("button", name=re.compile(r"^PostgreSQL")).click()
+
+    def someone_else_first(route) -> None:
+        assert api.answer(asked["pending_id"], "lite")["claimed"] is True  # the winner
+        route.continue_()  # …then this page's answer reaches the server and loses
+
+    page.route(re.compile(r".*/api/v1/clarification/[^/]+/respond$"), someone_else_first)
+    overlay.get_by_role("button", name="Submit").click()
+    expect(page.locator("#toasts")).to_contain_text("Someone else answered first: SQLite")
+    expect(page.locator(f"#inbox-{asked['pending_id']}")).to_have_count(0)
+    expect(page.locator("#inbox-empty")).to_be_visible()
+    api.http.close()

@@ -31,9 +31,27 @@ function enhance(item) {
   section.addEventListener("clarification:resolved", (event) => settled(item, event.detail));
 }
 
+// The winner's answer in words: option labels and quoted text, or "skipped" (W2/W3).
+function describe(response, rows) {
+  if (!response) return "";
+  if (response.rejected) return "skipped";
+  const labels = new Map();
+  for (const row of rows) {
+    for (const opt of row.metadata.question?.options || []) labels.set(opt.option_id, opt.label);
+  }
+  return (response.answers || []).map((a) => a.custom_text
+    ? `“${a.custom_text}”`
+    : (a.selected_options || []).map((id) => labels.get(id) || id).join(", ")).join("; ");
+}
+
 function settled(item, detail) {
   if (detail.claimed === false || detail.conflict) {
-    toast("Someone else answered this first; their answer stands.", "info", 6000);
+    let rows = [];
+    try { rows = JSON.parse(item.querySelector("script[data-rows]").textContent); } catch { /* none */ }
+    const winner = detail.claimed === false ? describe(detail.response, rows) : "";
+    toast(winner
+      ? `Someone else answered first: ${winner}. Their answer stands.`
+      : "This question was already settled.", "info", 8000);
   }
   remove(item);
   refreshCount();
