@@ -77,7 +77,12 @@ function merge(fresh) {
   const incoming = [...fresh.querySelectorAll("#inbox-list > .inbox-item")];
   const wanted = new Set(incoming.map((el) => el.dataset.pendingId));
   for (const item of [...list.querySelectorAll(".inbox-item")]) {
-    if (!wanted.has(item.dataset.pendingId)) remove(item);
+    if (wanted.has(item.dataset.pendingId)) continue;
+    const overlay = overlays.get(item.dataset.pendingId);
+    if (overlay && overlay.answers.size > 0 && !overlay.submitting) {
+      toast(`“${item.querySelector(".task-link")?.textContent}” was settled elsewhere.`, "info", 6000);
+    }
+    remove(item);
   }
   let previous = null;
   for (const el of incoming) {
