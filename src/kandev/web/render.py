@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,12 @@ def _tojson_attr(value: Any) -> Markup:
     return Markup(text)
 
 
+@lru_cache(maxsize=64)
+def state_label(state: str) -> str:
+    """IN_PROGRESS → 'In Progress' (Jinja's `title` filter is a regex per call)."""
+    return " ".join(word.capitalize() for word in state.split("_"))
+
+
 def _build_env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATE_DIR),
@@ -50,6 +57,7 @@ def _build_env() -> Environment:
     env.globals.update(static=static_url, vendor=vendor_url)
     env.filters["markdown"] = render_markdown
     env.filters["jsonattr"] = _tojson_attr
+    env.filters["state_label"] = state_label
     return env
 
 
