@@ -300,6 +300,29 @@ def test_multiline_custom_answer_and_mixed_options_and_text(page, board, rest) -
     ]
 
 
+def test_enter_in_the_answer_box_goes_to_the_next_question(page, board) -> None:
+    task = board.task("Enter")
+    start(board, task, "ask")
+    open_task(page, task)
+    region = overlay(page)
+    box = region.get_by_role("textbox", name="Your answer")
+    box.fill("only Python, for now")
+    box.press("Enter")
+    expect(region.get_by_text("Question 2 of 2")).to_be_visible()
+    expect(region.get_by_text("1 of 2 answered")).to_be_visible()
+    region.get_by_role("button", name="Question 1").click()
+    expect(region.get_by_role("textbox", name="Your answer")).to_have_value("only Python, for now")
+
+
+def test_a_session_started_elsewhere_appears_live(page, board) -> None:
+    task = board.task("Tabs")
+    first = start(board, task, "echo one")
+    open_task(page, task)
+    expect(page.locator(f'[data-session-tab="{first["id"]}"]')).to_be_visible()
+    second = start(board, task, "echo two")
+    expect(page.locator(f'[data-session-tab="{second["id"]}"]')).to_be_visible()
+
+
 def test_typing_deselects_the_option_and_enter_commits(page, board, rest) -> None:
     task = board.task("Typing")
     session = start(board, task, "Plan the release", profile="demo")

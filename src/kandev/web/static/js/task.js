@@ -201,8 +201,27 @@ function setTask(task) {
   if (field) field.textContent = task.state;
 }
 
+function addSessionTab(created) {
+  // A session started elsewhere (REST, MCP, another tab) gets its tab at once.
+  const tabs = document.querySelector(".tabs");
+  if (!tabs || tabs.querySelector(`[data-session-tab="${created.id}"]`)) return;
+  const link = document.createElement("a");
+  link.href = `/tasks/${taskId}?session=${created.id}`;
+  link.dataset.sessionTab = created.id;
+  const state = document.createElement("span");
+  state.dataset.sessionStateLabel = "";
+  state.textContent = created.state.toLowerCase().replace(/_/g, " ");
+  link.append("new session · ", state);
+  tabs.insertBefore(link, tabs.querySelector(".popover"));
+}
+
 function onEvent(event) {
   if (event.task && event.task.id === taskId) setTask(event.task);
+  if (event.type === "session.created" && event.session?.task_id === taskId) {
+    addSessionTab(event.session);
+    if (!session) location.reload(); // the first session: show its conversation
+    return;
+  }
   if (!session) return;
   const message = event.message;
   if (message && message.session_id === session.id) {
