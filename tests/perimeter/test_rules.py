@@ -95,3 +95,33 @@ async def test_install_puts_the_perimeter_outside_starlettes_stack() -> None:
     stack = app.build_middleware_stack()
     assert isinstance(stack, PerimeterMiddleware)
     assert type(stack.app).__name__ == "ServerErrorMiddleware"
+
+
+async def test_forwarding_headers_are_applied_from_trusted_peers_and_dropped_otherwise() -> None:
+    import httpx
+
+    from kandev.perimeter import PerimeterPolicy
+
+    seen: dict[str, object] = {}
+
+    async def echo(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        seen.update(client=scope["client"][0], scheme=scope["scheme"])
+        seen["names"] = {name for name, _ in scope["headers"]}
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    forwarded = {
+        "X-Forwarded-For": "203.0.113.9",
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "attacker.example",
+    }
+    for trust, client, scheme, kept in (
+        ("", "127.0.0.1", "http", False),
+        ("127.0.0.1", "203.0.113.9", "https", True),
+    ):
+        app = PerimeterMiddleware(echo, PerimeterPolicy.from_settings(Settings(trust_proxy=trust)))
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            assert (await http.get("/", headers=forwarded)).status_code == 204
+        assert (seen["client"], seen["scheme"]) == (client, scheme)
+        assert (b"x-forwarded-host" in seen["names"]) is kept  # type: ignore[operator]

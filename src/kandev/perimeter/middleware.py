@@ -40,6 +40,7 @@ class _Headers:
         "chunked",
         "content_type",
         "fetch_site",
+        "forwarded",
         "forwarded_for",
         "forwarded_proto",
         "host",
@@ -58,6 +59,7 @@ class _Headers:
         self.content_type = b""
         self.forwarded_for: list[str] = []
         self.forwarded_proto: str | None = None
+        self.forwarded = False  # any X-Forwarded-* header at all
         for name, value in raw:
             if name == b"host":
                 self.host, self.host_count = value, self.host_count + 1
@@ -71,10 +73,12 @@ class _Headers:
                 self.chunked = True
             elif name == b"content-type":
                 self.content_type = value.lower()
-            elif name == b"x-forwarded-for":
-                self.forwarded_for.append(value.decode("latin-1"))
-            elif name == b"x-forwarded-proto":
-                self.forwarded_proto = value.decode("latin-1")
+            elif name in FORWARDING_HEADERS:
+                self.forwarded = True
+                if name == b"x-forwarded-for":
+                    self.forwarded_for.append(value.decode("latin-1"))
+                elif name == b"x-forwarded-proto":
+                    self.forwarded_proto = value.decode("latin-1")
 
 
 class PerimeterMiddleware:
@@ -175,7 +179,7 @@ class PerimeterMiddleware:
                     ws = scope["type"] == "websocket"
                     scope["scheme"] = proto.replace("http", "ws") if ws else proto
             return
-        if headers.forwarded_for or headers.forwarded_proto is not None:
+        if headers.forwarded:
             scope["headers"] = [h for h in scope["headers"] if h[0] not in FORWARDING_HEADERS]
 
     def _host_allowed(self, headers: _Headers) -> bool:
