@@ -171,7 +171,15 @@ async function swapFragment(card) {
   else if (element) card.replaceWith(element);
 }
 
-async function refreshCard(taskId) {
+// Events that arrive together (a move sends task.updated and task.moved) cost one fetch.
+const scheduled = new Set();
+function refreshCard(taskId) {
+  if (scheduled.has(taskId)) return;
+  scheduled.add(taskId);
+  setTimeout(() => { scheduled.delete(taskId); fetchCard(taskId); }, 0);
+}
+
+async function fetchCard(taskId) {
   const running = inflight.get(taskId);
   if (running) { running.again = true; return; }
   const state = { again: false };
