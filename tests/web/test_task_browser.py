@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, SCREENSHOTS
+from tests.web.conftest import DESKTOP, SCREENSHOTS, SCRIPTED_AGENT
 
 RESPOND = re.compile(r".*/api/v1/clarification/[^/]+/respond$")
 
@@ -469,5 +470,56 @@ def test_task_page_fits_a_phone(browser, server, board, width) -> None:
         open_task(page, task)
         expect(overlay(page)).to_be_visible()
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+    finally:
+        ctx.close()
+
+
+def test_w1_with_auth_on_the_overlay_answers_with_the_session_cookie(
+    browser, live_server_factory, sqlite_url
+) -> None:
+    """Auth on: the page and its POSTs carry the sign-in cookie (seed W1); signed out, the
+    page sends the visitor to /login."""
+    server = live_server_factory(sqlite_url, auth=True, clarification_progress_seconds=0.2)
+    ctx = browser.new_context(base_url=server.url, viewport=DESKTOP)
+    try:
+        api = ctx.request  # shares the browser's cookie jar
+        r = api.post(
+            "/api/v1/auth/setup",
+            data={"email": "admin@example.com", "password": "s3cret-password"},
+        )
+        assert r.status == 200, r.text()
+        ws = api.post("/api/v1/workspaces", data={"name": "Secure"}).json()
+        wf = api.post("/api/v1/workflows", data={"workspace_id": ws["id"], "name": "F"}).json()
+        task = api.post(
+            "/api/v1/tasks",
+            data={"workspace_id": ws["id"], "workflow_id": wf["id"], "title": "Signed in"},
+        ).json()
+        profile = api.post(
+            "/api/v1/agent-profiles",
+            data={"name": "scripted", "command": [sys.executable, SCRIPTED_AGENT]},
+        ).json()
+        r = api.post(
+            f"/api/v1/tasks/{task['id']}/sessions",
+            data={"agent_profile_id": profile["id"], "prompt": "ask"},
+        )
+        assert r.status == 201, r.text()
+        page = ctx.new_page()
+        open_task(page, task)
+        statuses: list[int] = []
+        page.on(
+            "response",
+            lambda resp: statuses.append(resp.status) if RESPOND.match(resp.url) else None,
+        )
+        region = overlay(page)
+        region.get_by_role("button", name="Skip all").click()
+        expect(region).to_be_hidden()
+        assert statuses == [200]
+        signed_out = browser.new_context(base_url=server.url)
+        try:
+            other = signed_out.new_page()
+            other.goto(f"/tasks/{task['id']}")
+            expect(other).to_have_url(re.compile(r"/login\?next=%2Ftasks%2F"))
+        finally:
+            signed_out.close()
     finally:
         ctx.close()
