@@ -209,3 +209,20 @@ def test_board_screenshots(browser, server, board, rest) -> None:
             page.screenshot(path=str(SCREENSHOTS / name), full_page=name == "board-mobile.png")
         finally:
             ctx.close()
+
+
+def test_new_task_with_a_profile_and_prompt_starts_the_agent(page, board, rest) -> None:
+    page.goto(board.url)
+    page.locator("summary", has_text="New task").click()
+    form = page.locator("#new-task-form")
+    form.get_by_label("Title").fill("Ask the demo agent")
+    form.get_by_label("Agent profile").select_option(label="demo")
+    form.get_by_label("First prompt").fill("Tidy the README")
+    form.get_by_label("Open the task after creating it").check()
+    form.get_by_role("button", name="Create task").click()
+    expect(page).to_have_url(re.compile(r"/tasks/[^/?]+$"))
+    region = page.get_by_role("region", name="Clarification needed")
+    expect(region.get_by_text("How should I proceed with: Tidy the README?")).to_be_visible()
+    task_id = page.url.rsplit("/", 1)[-1]
+    sessions = rest.get(f"/api/v1/tasks/{task_id}/sessions").json()["sessions"]
+    assert [s["agent_profile_id"] for s in sessions] == [board.profile("demo")["id"]]
