@@ -6,7 +6,6 @@ Environment uses StrictUndefined, so a template cannot silently depend on a stra
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -89,7 +88,3 @@ def render(
     response = HTMLResponse(html, status_code=status_code, headers=headers)
     response.headers.setdefault("Cache-Control", "no-store")
     return response
-
-
-def page_fields(page: Any) -> set[str]:
-    return {f.name for f in dataclasses.fields(page)}

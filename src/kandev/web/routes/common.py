@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kandev.errors import KandevError
+from kandev.errors import KandevError, ValidationFailed
 from kandev.services import Services
 from kandev.web.errors import error_page
 from kandev.web.guard import sign_in_redirect
@@ -44,8 +44,6 @@ def page_route(
 
 def parse_form(model: type[ModelT], values: dict[str, Any]) -> ModelT:
     """Build a service input from form fields; a bad field is the same 400 as on REST."""
-    from kandev.errors import ValidationFailed
-
     try:
         return model.model_validate(values)
     except ValidationError as exc:
