@@ -131,6 +131,16 @@ def test_a_prompt_sent_while_a_turn_runs_is_shown_as_queued(page, board, rest) -
     ]
 
 
+def test_a_failed_session_shows_its_error(page, board, rest) -> None:
+    task = board.task("Crash")
+    session = start(board, task, "crash")
+    open_task(page, task)
+    expect(page.locator("#session-error")).to_contain_text("Session failed:")
+    expect(page.locator("#session-state")).to_have_text("FAILED")
+    error = rest.get(f"/api/v1/sessions/{session['id']}").json()["error_message"]
+    assert error and error in page.locator("#session-error").inner_text()
+
+
 def test_stop_ends_the_session(page, board, rest) -> None:
     task = board.task("Stop")
     session = start(board, task, "slow")
