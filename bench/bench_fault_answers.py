@@ -11,7 +11,9 @@ count how often the nonce reached the agent. Trials cycle through: live waiter a
 
 Printed per database: trials, delivered in the tool call / as a resumed turn, lost (0
 deliveries), duplicated (2 or more), and respond latency against the bare claim
-transaction on the same database — each with its baseline and ratio.
+transaction on the same database — each with its baseline and ratio. Every trial's respond
+is the first one of a fresh server (cold); the warm figure answers `--warm` questions in a
+row on one server (agents reduced to their MCP client, as bench_answers does).
 
 Run:  .venv/bin/python -m bench.bench_fault_answers [--trials 30] [--seed N]
       [--databases sqlite,postgres] [--max-delay-ms 200]
@@ -26,8 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
+from bench.bench_answers import ANSWER, SimulatedAgent, _sessions
 from bench.common import ONE_QUESTION, percentile, print_json_line
-from tests.answer_fault import TrialResult, run_trial
+from tests.answer_fault import Server, TrialResult, run_trial
 
 MODES = ("live", "live", "live", "detached", "reject")
 # What the tester measured before the fix (same procedure, kill 5-45 ms after respond).
@@ -102,11 +107,41 @@ async def _pg_database(pg, name: str) -> str:  # type: ignore[no-untyped-def]
     return pg.url_for(name)
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:7.2f} ms"
+async def warm_respond(home: Path, database_url: str, n: int) -> list[float]:
+    """respond latency to a live waiter, n answers in a row on one (warm) server."""
+    server = Server(home, database_url)
+    server.start()
+    latencies: list[float] = []
+    try:
+        await server.wait_healthy()
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            for sid, creds in await _sessions(client, n + 1):
+                agent = SimulatedAgent(sid, creds)
+                call = asyncio.create_task(agent.ask())
+                deadline = time.monotonic() + 60
+                pending_id = None
+                while pending_id is None:
+                    found = (
+                        await client.get(f"/api/v1/sessions/{sid}/messages", params={"limit": 50})
+                    ).json()["messages"]
+                    rows = [m for m in found if m["type"] == "clarification_request"]
+                    pending_id = rows[0]["metadata"]["pending_id"] if rows else None
+                    if pending_id is None:
+                        assert time.monotonic() < deadline, "no question"
+                        await asyncio.sleep(0.005)
+                start = time.perf_counter()
+                r = await client.post(f"/api/v1/clarification/{pending_id}/respond", json=ANSWER)
+                latencies.append(time.perf_counter() - start)
+                assert r.status_code == 200 and r.json()["claimed"], r.text
+                await call
+    finally:
+        server.stop()
+    return latencies[1:]  # the first one warms the server up
 
 
-async def run_database(kind: str, trials: int, rng: random.Random, max_delay: float, pg) -> dict:  # type: ignore[no-untyped-def]
+async def run_database(  # type: ignore[no-untyped-def]
+    kind: str, trials: int, rng: random.Random, max_delay: float, pg, warm: int
+) -> dict:
     results: list[tuple[str, float, TrialResult]] = []
     with tempfile.TemporaryDirectory(prefix=f"kandev-fault-{kind}-") as tmp:
         if kind == "postgres":
@@ -117,6 +152,8 @@ async def run_database(kind: str, trials: int, rng: random.Random, max_delay: fl
             )
         else:
             bare = await bare_claim(f"sqlite+aiosqlite:///{tmp}/bare.db")
+        warm_url = await _pg_database(pg, "kandev_fault_warm") if kind == "postgres" else ""
+        warm_latencies = await warm_respond(Path(tmp) / "warm", warm_url, warm) if warm else []
         for i in range(trials):
             mode = MODES[i % len(MODES)]
             delay = rng.uniform(0, max_delay)
@@ -150,6 +187,9 @@ async def run_database(kind: str, trials: int, rng: random.Random, max_delay: fl
         "respond_p95_ms": percentile(latencies, 95) * 1000,
         "bare_claim_p50_ms": percentile(bare, 50) * 1000,
         "bare_claim_p95_ms": percentile(bare, 95) * 1000,
+        "warm_respond_p50_ms": percentile(warm_latencies, 50) * 1000 if warm_latencies else 0,
+        "warm_respond_p95_ms": percentile(warm_latencies, 95) * 1000 if warm_latencies else 0,
+        "warm_samples": len(warm_latencies),
         "by_mode": {
             mode: sum(1 for m, _, _ in results if m == mode) for mode in dict.fromkeys(MODES)
         },
@@ -173,10 +213,15 @@ def report(kind: str, f: dict) -> None:
     print(f"  delivered twice               : {f['duplicated']}/{n}   baseline: 0 (must stay 0)")
     p50, p95 = f["respond_p50_ms"], f["respond_p95_ms"]
     b50, b95 = f["bare_claim_p50_ms"], f["bare_claim_p95_ms"]
+    w50, w95 = f["warm_respond_p50_ms"], f["warm_respond_p95_ms"]
     print(
-        f"  respond latency (live waiter) : p50 {p50:7.2f} ms  p95 {p95:7.2f} ms\n"
+        f"  respond, live waiter, cold    : p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  "
+        f"(first respond of a fresh server, n={f['by_mode']['live']})\n"
+        f"  respond, live waiter, warm    : p50 {w50:7.2f} ms  p95 {w95:7.2f} ms  "
+        f"(n={f['warm_samples']})\n"
         f"  bare claim transaction        : p50 {b50:7.2f} ms  p95 {b95:7.2f} ms\n"
-        f"  ratio respond / bare claim    : p50 {p50 / b50:5.1f}x  p95 {p95 / b95:5.1f}x"
+        f"  ratio cold respond / bare     : p50 {p50 / b50:5.1f}x  p95 {p95 / b95:5.1f}x\n"
+        f"  ratio warm respond / bare     : p50 {w50 / b50:5.1f}x  p95 {w95 / b95:5.1f}x"
     )
 
 
@@ -186,6 +231,7 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--databases", default="sqlite,postgres")
     parser.add_argument("--max-delay-ms", type=float, default=200.0)
+    parser.add_argument("--warm", type=int, default=30, help="warm respond samples (0: none)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}  (rerun with --seed {seed})  kill delay 0-{args.max_delay_ms:g} ms")
@@ -203,7 +249,7 @@ async def main() -> None:
         for kind in kinds:
             rng = random.Random(f"{seed}-{kind}")
             all_figures[kind] = await run_database(
-                kind, args.trials, rng, args.max_delay_ms / 1000, pg
+                kind, args.trials, rng, args.max_delay_ms / 1000, pg, args.warm
             )
     finally:
         if pg is not None:
