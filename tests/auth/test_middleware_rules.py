@@ -21,6 +21,10 @@ class FakeAuth:
         self.mode = mode
         self.calls: list[str] = []
 
+    async def current_mode(self) -> str:
+        self.calls.append("mode")
+        return self.mode
+
     async def resolve_session_token(self, raw: str, client_ip: str = "") -> Identity | None:
         self.calls.append(f"cookie:{raw}")
         return COOKIE_USER if raw == "good-cookie" else None
@@ -103,6 +107,17 @@ async def test_mcp_endpoints_are_left_to_their_own_gate(mode: str) -> None:
     assert fake.calls == []  # and no second token lookup
 
 
+async def test_setup_mode_is_rechecked_each_request_enabled_never() -> None:
+    http, fake = client("setup")
+    async with http:
+        await http.get("/api/v1/auth/me")
+        await http.get("/")
+        assert fake.calls.count("mode") == 2
+        fake.mode = "enabled"
+        await http.get("/api/v1/auth/me")
+    assert fake.calls.count("mode") == 2
+
+
 @pytest.mark.parametrize("mode", ["setup", "enabled"])
 async def test_no_credential_on_protected_route_is_401(mode: str) -> None:
     http, _ = client(mode)
@@ -156,6 +171,7 @@ async def test_invalid_credential_is_401_on_protected_and_anonymous_on_public() 
         ):
             protected = await http.get("/api/v1/workspaces", **kwargs)
             assert protected.status_code == 401
+            assert protected.json() == {"error": "invalid or expired credentials"}
             assert protected.headers["www-authenticate"] == "Bearer"
             public = await http.get("/api/v1/auth/me", **kwargs)
             assert (public.status_code, public.text) == (200, "none")

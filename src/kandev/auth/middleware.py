@@ -4,7 +4,13 @@ the one endpoints see (BaseHTTPMiddleware would run them in another task/context
 Auth off: every request is the synthetic identity. Auth on: the session cookie, then a
 `Bearer kandev_pat_…` header. Without a valid credential only public paths (and anything
 outside /api/, which includes the web UI and the MCP endpoints that authenticate
-themselves) go through, with no identity; other /api/ paths get a JSON 401.
+themselves) go through, with no identity; other /api/ paths get a JSON 401: "authentication
+required" when no credential came, "invalid or expired credentials" when one came and is not
+valid (so a script can tell a missing token from a revoked one).
+
+While the mode is `setup` every request re-reads it from the database (one COUNT), so a first
+admin created by `kandev user create --admin` against the same database takes effect without
+a restart; once `enabled` it is never read again.
 """
 
 from __future__ import annotations
@@ -50,9 +56,13 @@ def _self_authenticating(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in SELF_AUTHENTICATING_PREFIXES)
 
 
-def unauthorized_response() -> JSONResponse:
+AUTHENTICATION_REQUIRED = "authentication required"
+INVALID_CREDENTIALS = "invalid or expired credentials"
+
+
+def unauthorized_response(message: str = AUTHENTICATION_REQUIRED) -> JSONResponse:
     return JSONResponse(
-        {"error": "authentication required"},
+        {"error": message},
         status_code=401,
         headers={"WWW-Authenticate": "Bearer"},
     )
@@ -67,29 +77,36 @@ class AuthMiddleware:
         if scope["type"] not in ("http", "websocket") or _self_authenticating(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.auth.mode == "disabled":
+        mode = self.auth.mode
+        if mode == "setup":  # an offline `kandev user create --admin` may have ended it
+            mode = await self.auth.current_mode()
+        presented = False
+        if mode == "disabled":
             identity: Identity | None = SYNTHETIC_IDENTITY
         else:
-            identity = await self._resolve(HTTPConnection(scope))
+            identity, presented = await self._resolve(HTTPConnection(scope))
         # A websocket can't receive a JSON 401; its endpoint checks the identity itself.
         if (
             identity is None
             and scope["type"] == "http"
             and is_protected(scope["method"], scope["path"])
         ):
-            await unauthorized_response()(scope, receive, send)
+            message = INVALID_CREDENTIALS if presented else AUTHENTICATION_REQUIRED
+            await unauthorized_response(message)(scope, receive, send)
             return
         with acting_as(identity):
             await self.app(scope, receive, send)
 
-    async def _resolve(self, conn: HTTPConnection) -> Identity | None:
+    async def _resolve(self, conn: HTTPConnection) -> tuple[Identity | None, bool]:
+        """The caller's identity, and whether any credential was presented at all."""
         client_ip = conn.client.host if conn.client else ""
         cookie = conn.cookies.get(SESSION_COOKIE)
         if cookie:
             identity = await self.auth.resolve_session_token(cookie, client_ip)
             if identity is not None:
-                return identity
-        scheme, _, credential = conn.headers.get("authorization", "").partition(" ")
+                return identity, True
+        header = conn.headers.get("authorization", "")
+        scheme, _, credential = header.partition(" ")
         if scheme.lower() == "bearer" and credential.strip():
-            return await self.auth.resolve_bearer(credential.strip())
-        return None
+            return await self.auth.resolve_bearer(credential.strip()), True
+        return None, bool(cookie) or bool(header.strip())

@@ -1,8 +1,11 @@
 """Authentication: modes, first-admin setup, login, sessions, personal access tokens, users.
 
-The mode is cached in memory and only changes at startup (`refresh_mode`) or when the first
-admin is created in this process. Guards on who may call what live here too, so every
-surface (REST, MCP, CLI) gets the same answers: credential management for a missing or
+The mode is cached in memory; it is read at startup (`refresh_mode`), set when the first
+admin is created in this process, and re-checked on every request while it is `setup`
+(`current_mode`), so a first admin created offline by another process counts at once.
+
+Guards on who may call what live here too, so every surface (REST, MCP, CLI) gets the same
+answers: credential management for a missing or
 synthetic identity "does not exist" (NotFound), user management needs an admin (Forbidden).
 """
 
@@ -139,6 +142,18 @@ class AuthService:
         async with self._db.read() as conn:
             admins = await repo.count_admin_identities(conn)
         self._mode = "enabled" if admins else "setup"
+        return self._mode
+
+    async def current_mode(self) -> AuthMode:
+        """The mode, re-read from the database only while it is `setup` (one COUNT per
+        request until the first admin exists; free afterwards). It only ever moves forward,
+        so a racing reader can't put a server that just left setup back into it."""
+        if self._mode != "setup":
+            return self._mode
+        async with self._db.read() as conn:
+            admins = await repo.count_admin_identities(conn)
+        if admins and self._mode == "setup":
+            self._mode = "enabled"
         return self._mode
 
     async def ensure_default_user(self) -> None:
