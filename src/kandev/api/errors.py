@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kandev import errors
+
+logger = logging.getLogger(__name__)
+INTERNAL_ERROR_STATUS = 500
+INTERNAL_ERROR_MESSAGE = "internal error"
 
 STATUS_BY_ERROR: dict[type[errors.KandevError], int] = {
     errors.NotFound: 404,
@@ -56,9 +62,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, describe_validation_error(exc))
 
     @app.exception_handler(Exception)
-    async def _unhandled(_: Request, exc: Exception) -> JSONResponse:
-        # Starlette re-raises after sending this; the perimeter logs the traceback once.
-        return error_response(500, "internal error")
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        # Logged here, before the answer leaves; Starlette then re-raises and the perimeter
+        # (outermost) swallows it, so the traceback is logged once and the connection kept.
+        logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(INTERNAL_ERROR_STATUS, INTERNAL_ERROR_MESSAGE)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

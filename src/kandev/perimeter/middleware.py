@@ -104,12 +104,13 @@ class PerimeterMiddleware:
             await self.app(scope, receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = complete = False
+        status = 0  # of the response sent so far; 0 before it starts
+        complete = False
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started, complete
+            nonlocal status, complete
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
             elif message["type"] == "http.response.body" and not message.get("more_body"):
                 complete = True
             await send(message)
@@ -117,12 +118,14 @@ class PerimeterMiddleware:
         try:
             await self._guard(scope, receive, tracking_send)
         except Exception:
-            # Starlette's error handler has already sent our JSON 500 and re-raises so the
-            # server can log it: log it here instead, once, and keep the connection.
             if complete:
-                logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
+                # A whole answer is out. A 500 is the app's error handler, which logged the
+                # traceback before answering and re-raises only so servers can log it: once
+                # is enough, and the connection can be kept.
+                if status != 500:
+                    logger.exception("error after answering %s %s", scope["method"], scope["path"])
                 return
-            if started:
+            if status:
                 raise  # half a response is out: the server logs it and drops the connection
             logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
             await send_error(send, 500, INTERNAL)
