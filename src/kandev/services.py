@@ -116,6 +116,11 @@ def build_services(
     orchestrator.moves = moves
     tasks = TaskService(db, clock, id_factory, access)
     tasks.orchestrator = orchestrator  # deleting or archiving a task stops its agents
+    tasks.bus = bus
+    workspaces = WorkspaceService(db, clock, id_factory, access)
+    workspaces.bus = bus
+    workflows = WorkflowService(db, clock, id_factory, access)
+    workflows.bus = bus
     return Services(
         settings=settings,
         db=db,
@@ -123,8 +128,8 @@ def build_services(
         new_id=id_factory,
         auth=AuthService(db, clock, settings, id_factory),
         access=access,
-        workspaces=WorkspaceService(db, clock, id_factory, access),
-        workflows=WorkflowService(db, clock, id_factory, access),
+        workspaces=workspaces,
+        workflows=workflows,
         tasks=tasks,
         agent_profiles=AgentProfileService(db, clock, id_factory),
         bus=bus,

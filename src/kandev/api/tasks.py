@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Response
 
 from kandev.api.deps import get_services
-from kandev.board.inputs import TaskCreate, TaskMove
+from kandev.board.inputs import TaskCreate, TaskMove, TaskUpdate
 from kandev.moves.service import ACTOR_USER, MoveRequest
 from kandev.services import Services
 
@@ -32,6 +32,13 @@ async def list_tasks(
 @router.get("/{task_id}")
 async def get_task(task_id: str, services: Services = Depends(get_services)) -> Any:
     return await services.tasks.present_one(await services.tasks.get_task(task_id))
+
+
+@router.patch("/{task_id}")
+async def update_task(
+    task_id: str, body: TaskUpdate, services: Services = Depends(get_services)
+) -> Any:
+    return await services.tasks.present_one(await services.tasks.update_task(task_id, body))
 
 
 @router.delete("/{task_id}", status_code=204)

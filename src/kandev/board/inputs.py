@@ -96,6 +96,37 @@ class TaskCreate(Input):
     local_path: LocalPath = ""
 
 
+class WorkspaceUpdate(Input):
+    """A PATCH: fields left out (or null) stay as they are."""
+
+    name: Name | None = None
+    description: Description | None = None
+
+
+class WorkflowUpdate(Input):
+    name: Name | None = None
+    description: Description | None = None
+    prompt: Prompt | None = None
+
+
+class StepUpdate(Input):
+    """A PATCH of one step. `is_start_step: true` makes it the workflow's start step (the
+    old one stops being it); `false` on the start step is refused: mark another one."""
+
+    name: Name | None = None
+    position: int | None = Field(default=None, ge=0, le=10_000)
+    prompt: Prompt | None = None
+    events: StepEvents | None = None
+    wip_limit: int | None = Field(default=None, ge=0, le=10_000)
+    is_start_step: bool | None = None
+
+
+class TaskUpdate(Input):
+    title: Title | None = None
+    description: Description | None = None
+    local_path: LocalPath | None = None
+
+
 class TaskMove(Input):
     workflow_id: RowId
     workflow_step_id: RowId

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
-from kandev.db.tables import tasks
+from kandev.db.tables import tasks, workflows
 from kandev.db.visibility import hangs_off_visible_workspace
 
 
@@ -94,3 +94,25 @@ async def list_visible_tasks(
     ).mappings()
     items = [Task.from_row(r) for r in rows]
     return items, len(items)
+
+
+async def count_tasks(
+    conn: AsyncConnection,
+    *,
+    workspace_id: str | None = None,
+    workflow_id: str | None = None,
+    workflow_step_id: str | None = None,
+) -> int:
+    """Tasks (archived ones included) that hang off a workspace, workflow or step."""
+    where = []
+    if workspace_id is not None:
+        # Also a task of another workspace sitting on one of its workflows (never made by
+        # Kandev, but deleting the workflow under it would strand it).
+        flows = select(workflows.c.id).where(workflows.c.workspace_id == workspace_id)
+        where.append(or_(tasks.c.workspace_id == workspace_id, tasks.c.workflow_id.in_(flows)))
+    if workflow_id is not None:
+        where.append(tasks.c.workflow_id == workflow_id)
+    if workflow_step_id is not None:
+        where.append(tasks.c.workflow_step_id == workflow_step_id)
+    stmt = select(func.count()).select_from(tasks).where(*where)
+    return int((await conn.execute(stmt)).scalar_one())

@@ -1,4 +1,7 @@
-"""Task service: create, read, list, archive and delete, through the access rules.
+"""Task service: create, read, list, edit, archive and delete, through the access rules.
+
+Each change publishes its board event after the transaction commits (`task.created`,
+`task.updated`, `task.deleted`; see kandev.board.events).
 
 Moves (REST and MCP) live in `kandev.moves.service.MoveService`. Deleting or archiving a
 task stops its running agents first (through the orchestrator), so no agent outlives its
@@ -13,9 +16,18 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
-from kandev.board.inputs import TaskCreate
+from kandev.board.events import (
+    TASK_CREATED,
+    TASK_UPDATED,
+    add_task_deleted,
+    add_task_event,
+    pending_events,
+)
+from kandev.board.inputs import TaskCreate, TaskUpdate
 from kandev.board.models import Task, Workflow, WorkflowStep
 from kandev.errors import Conflict, ValidationFailed
+from kandev.events.bus import EventBus
+from kandev.events.publisher import PendingEvents, task_owner_id
 from kandev.service_base import ScopedService
 from kandev.sessions import session_repository
 
@@ -33,8 +45,10 @@ def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -
 
 class TaskService(ScopedService):
     orchestrator: Any = None  # the Orchestrator, set by the container
+    bus: EventBus | None = None  # set by the container
 
     async def create_task(self, data: TaskCreate) -> Task:
+        events = pending_events(self.bus)
         async with self.db.write() as conn:
             await self.access.authorize_workspace(conn, data.workspace_id)
             workflow = await self.access.authorize_workflow(conn, data.workflow_id)
@@ -48,7 +62,7 @@ class TaskService(ScopedService):
                     raise ValidationFailed("workflow_id", "workflow has no steps")
                 step = start
             now = self.clock.now()
-            return await task_repository.insert_task(
+            task = await task_repository.insert_task(
                 conn,
                 {
                     "id": self.new_id(),
@@ -65,6 +79,26 @@ class TaskService(ScopedService):
                     "updated_at": now,
                 },
             )
+            await add_task_event(conn, events, TASK_CREATED, task)
+        events.publish()
+        return task
+
+    async def update_task(self, task_id: str, data: TaskUpdate) -> Task:
+        """A PATCH of title, description or local_path (absolute; checked for existence when
+        an agent starts). Nothing sent: nothing written, no event."""
+        events = pending_events(self.bus)
+        async with self.db.write() as conn:
+            task = await self.access.authorize_task_write(conn, task_id)
+            values = data.model_dump(exclude_none=True)
+            if not values:
+                return task
+            values["updated_at"] = self.clock.now()
+            await task_repository.update_task(conn, task_id, values)
+            updated = await task_repository.get_task(conn, task_id)
+            assert updated is not None
+            await add_task_event(conn, events, TASK_UPDATED, updated)
+        events.publish()
+        return updated
 
     async def present(self, tasks: list[Task]) -> list[dict[str, Any]]:
         """Public JSON of tasks, with their pending actions (one batch query)."""
@@ -95,12 +129,20 @@ class TaskService(ScopedService):
     async def delete_task(self, task_id: str) -> None:
         for _ in range(STOP_ATTEMPTS):
             await self.stop_task_agents(task_id)
+            events = pending_events(self.bus)
             async with self.db.write() as conn:
-                await self.access.authorize_task_write(conn, task_id)
+                task = await self.access.authorize_task_write(conn, task_id)
                 # A session started while the agents stopped: stop it too, then try again.
                 if not await self._has_open_sessions(conn, task_id):
+                    owner_id = await task_owner_id(conn, task_id)
                     await task_repository.delete_task(conn, task_id)
-                    return
+                    add_task_deleted(events, task, owner_id)
+                    deleted = True
+                else:
+                    deleted = False
+            if deleted:
+                events.publish()
+                return
         raise Conflict(SESSIONS_KEEP_STARTING)
 
     async def archive_task(self, task_id: str) -> Task:
@@ -108,26 +150,37 @@ class TaskService(ScopedService):
         An archived task starts no sessions (SessionService refuses them)."""
         for _ in range(STOP_ATTEMPTS):
             await self.stop_task_agents(task_id)
+            events = pending_events(self.bus)
             async with self.db.write() as conn:
                 task = await self.access.authorize_task_write(conn, task_id)
+                archived = None
                 if not await self._has_open_sessions(conn, task_id):
-                    return await self._set_archived(conn, task, archived=True)
+                    archived = await self._set_archived(conn, task, events, archived=True)
+            if archived is not None:
+                events.publish()
+                return archived
         raise Conflict(SESSIONS_KEEP_STARTING)
 
     async def unarchive_task(self, task_id: str) -> Task:
+        events = pending_events(self.bus)
         async with self.db.write() as conn:
             task = await self.access.authorize_task_write(conn, task_id)
-            return await self._set_archived(conn, task, archived=False)
+            unarchived = await self._set_archived(conn, task, events, archived=False)
+        events.publish()
+        return unarchived
 
-    async def _set_archived(self, conn: AsyncConnection, task: Task, *, archived: bool) -> Task:
+    async def _set_archived(
+        self, conn: AsyncConnection, task: Task, events: PendingEvents, *, archived: bool
+    ) -> Task:
         if (task.archived_at is not None) == archived:
-            return task
+            return task  # already so: nothing written, nothing announced
         now = self.clock.now()
         await task_repository.update_task(
             conn, task.id, {"archived_at": now if archived else None, "updated_at": now}
         )
         updated = await task_repository.get_task(conn, task.id)
         assert updated is not None
+        await add_task_event(conn, events, TASK_UPDATED, updated)
         return updated
 
     async def _has_open_sessions(self, conn: AsyncConnection, task_id: str) -> bool:

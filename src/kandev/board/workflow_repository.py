@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Workflow, WorkflowStep
@@ -119,3 +119,22 @@ async def list_visible_workflows(
     )
     steps = await get_steps(conn, [r["id"] for r in rows])
     return _attach_steps(rows, steps), len(rows)
+
+
+async def update_workflow(conn: AsyncConnection, workflow_id: str, values: dict[str, Any]) -> None:
+    await conn.execute(update(workflows).where(workflows.c.id == workflow_id).values(**values))
+
+
+async def delete_workflow(conn: AsyncConnection, workflow_id: str) -> None:
+    await conn.execute(delete(workflow_steps).where(workflow_steps.c.workflow_id == workflow_id))
+    await conn.execute(delete(workflows).where(workflows.c.id == workflow_id))
+
+
+async def update_step(conn: AsyncConnection, step_id: str, values: dict[str, Any]) -> None:
+    await conn.execute(
+        update(workflow_steps).where(workflow_steps.c.id == step_id).values(**values)
+    )
+
+
+async def delete_step(conn: AsyncConnection, step_id: str) -> None:
+    await conn.execute(delete(workflow_steps).where(workflow_steps.c.id == step_id))

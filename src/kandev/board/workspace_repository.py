@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Workspace
-from kandev.db.tables import workspaces
+from kandev.db.tables import workflow_steps, workflows, workspaces
 from kandev.db.visibility import workspace_visible
 
 
@@ -51,3 +52,17 @@ async def list_visible_workspaces(
         await conn.execute(select(func.count()).select_from(workspaces).where(visible))
     ).scalar_one()
     return items, total
+
+
+async def update_workspace(
+    conn: AsyncConnection, workspace_id: str, values: dict[str, Any]
+) -> None:
+    await conn.execute(update(workspaces).where(workspaces.c.id == workspace_id).values(**values))
+
+
+async def delete_workspace(conn: AsyncConnection, workspace_id: str) -> None:
+    """The workspace and its workflows with their steps (the caller checked it has no tasks)."""
+    flows = select(workflows.c.id).where(workflows.c.workspace_id == workspace_id)
+    await conn.execute(delete(workflow_steps).where(workflow_steps.c.workflow_id.in_(flows)))
+    await conn.execute(delete(workflows).where(workflows.c.workspace_id == workspace_id))
+    await conn.execute(delete(workspaces).where(workspaces.c.id == workspace_id))

@@ -1,14 +1,34 @@
-"""Workspace service: create, read and list, always through the access rules."""
+"""Workspace service: create, read, list, edit and delete, always through the access rules.
+
+A workspace is deleted only when no task hangs off it (409 otherwise: delete or move them
+first), so deleting one never stops agents or loses a conversation; its workflows and their
+steps go with it, in the same transaction.
+"""
 
 from __future__ import annotations
 
-from kandev.board import workspace_repository
-from kandev.board.inputs import WorkspaceCreate
+from kandev.board import task_repository, workspace_repository
+from kandev.board.events import (
+    WORKSPACE_DELETED,
+    WORKSPACE_UPDATED,
+    add_workspace_event,
+    pending_events,
+)
+from kandev.board.inputs import WorkspaceCreate, WorkspaceUpdate
 from kandev.board.models import Workspace
+from kandev.errors import Conflict
+from kandev.events.bus import EventBus
 from kandev.service_base import ScopedService
 
 
+def tasks_in_the_way(kind: str, count: int) -> Conflict:
+    noun = "task" if count == 1 else "tasks"
+    return Conflict(f"{kind} has {count} {noun}; delete or move them first")
+
+
 class WorkspaceService(ScopedService):
+    bus: EventBus | None = None  # set by the container
+
     async def create_workspace(self, data: WorkspaceCreate) -> Workspace:
         # A real user owns what they create; with auth off (or internal callers) it is unowned.
         owner_id = self.access.scope() or ""
@@ -29,3 +49,29 @@ class WorkspaceService(ScopedService):
     async def list_workspaces(self) -> tuple[list[Workspace], int]:
         async with self.db.read() as conn:
             return await workspace_repository.list_visible_workspaces(conn, self.access.scope())
+
+    async def update_workspace(self, workspace_id: str, data: WorkspaceUpdate) -> Workspace:
+        events = pending_events(self.bus)
+        async with self.db.write() as conn:
+            workspace = await self.access.authorize_workspace(conn, workspace_id)
+            values = data.model_dump(exclude_none=True)
+            if not values:
+                return workspace
+            values["updated_at"] = self.clock.now()
+            await workspace_repository.update_workspace(conn, workspace_id, values)
+            updated = await workspace_repository.get_workspace(conn, workspace_id)
+            assert updated is not None
+            add_workspace_event(events, WORKSPACE_UPDATED, updated)
+        events.publish()
+        return updated
+
+    async def delete_workspace(self, workspace_id: str) -> None:
+        events = pending_events(self.bus)
+        async with self.db.write() as conn:
+            workspace = await self.access.authorize_workspace(conn, workspace_id)
+            count = await task_repository.count_tasks(conn, workspace_id=workspace_id)
+            if count:
+                raise tasks_in_the_way("workspace", count)
+            await workspace_repository.delete_workspace(conn, workspace_id)
+            add_workspace_event(events, WORKSPACE_DELETED, workspace)
+        events.publish()
