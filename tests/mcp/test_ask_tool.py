@@ -118,8 +118,9 @@ async def test_rest_request_get_wait_respond_and_cancel(mcp_server_factory, sqli
         pending_id = r.json()["pending_id"]
         got = (await http.get(f"/api/v1/clarification/{pending_id}")).json()
         assert got["status"] == "pending" and got["questions"][0]["id"] == "db"
-        # The REST creation path neither blocks nor changes the session.
-        assert (await http.get(f"/api/v1/sessions/{sid}")).json()["state"] == "CREATED"
+        # The REST creation path neither blocks nor changes the session (an agent-less
+        # session waits IDLE).
+        assert (await http.get(f"/api/v1/sessions/{sid}")).json()["state"] == "IDLE"
         r = await http.get(f"/api/v1/clarification/{pending_id}/wait", params={"timeout": 0.2})
         assert (r.status_code, r.json()) == (504, {"error": "timed out waiting for a response"})
 

@@ -36,12 +36,37 @@ async def test_session_shape_primary_flag_and_listing(client: httpx.AsyncClient)
         "completed_at",
         "updated_at",
     }
-    assert (body["state"], body["is_primary"], body["current_turn_id"]) == ("CREATED", True, None)
+    # No profile: Kandev runs nothing, so the session waits (IDLE) and says how to connect.
+    assert (body["state"], body["is_primary"], body["current_turn_id"]) == ("IDLE", True, None)
     assert body["pending_action"] is None and body["agent_profile_id"] is None
     assert second.json()["is_primary"] is False
     listed = (await client.get(f"/api/v1/tasks/{task['id']}/sessions")).json()
     assert listed["total"] == 2
     assert [s["id"] for s in listed["sessions"]] == [body["id"], second.json()["id"]]
+
+
+async def test_session_without_a_profile_waits_for_an_external_agent(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await make_task(client)
+    created = (await client.post(f"/api/v1/tasks/{task['id']}/sessions", json={})).json()
+    sid = created["id"]
+    assert created["state"] == "IDLE"
+    assert created["hint"] == (
+        f"No managed agent: connect one with POST /api/v1/sessions/{sid}/agent-token "
+        "(it reads prompts with get_task_conversation_kandev)"
+    )
+    listed = (await client.get(f"/api/v1/tasks/{task['id']}/sessions")).json()["sessions"]
+    assert listed[0]["hint"] == created["hint"]
+    token = await client.post(f"/api/v1/sessions/{sid}/agent-token")
+    assert token.status_code == 201
+    # A prompt opens a turn for that agent to read.
+    r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "hello"})
+    assert r.status_code == 202
+    assert (await client.get(f"/api/v1/sessions/{sid}")).json()["state"] == "RUNNING"
+    # An ended session has nothing left to connect to.
+    stopped = await client.post(f"/api/v1/sessions/{sid}/stop", json={})
+    assert (stopped.json()["state"], stopped.json()["hint"]) == ("CANCELLED", None)
 
 
 async def test_prompt_records_turns_and_messages_page_both_ways(client: httpx.AsyncClient) -> None:

@@ -20,6 +20,12 @@ COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 CANCELLED = "CANCELLED"
 TERMINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
+# What a session without an agent profile says about itself (bring your own agent): Kandev
+# runs nothing for it, so it starts IDLE and waits for an external agent to connect.
+EXTERNAL_AGENT_HINT = (
+    "No managed agent: connect one with POST /api/v1/sessions/{id}/agent-token "
+    "(it reads prompts with get_task_conversation_kandev)"
+)
 SESSION_STATES = (CREATED, STARTING, RUNNING, WAITING_FOR_INPUT, IDLE, COMPLETED, FAILED, CANCELLED)
 
 
@@ -46,6 +52,13 @@ class Session:
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @property
+    def hint(self) -> str | None:
+        """What to do next, for a session that would otherwise just sit there."""
+        if self.agent_profile_id is None and not self.is_terminal:
+            return EXTERNAL_AGENT_HINT.replace("{id}", self.id)
+        return None
+
     def to_json(
         self, current_turn_id: str | None = None, pending_action: str | None = None
     ) -> dict[str, Any]:
@@ -58,6 +71,7 @@ class Session:
             "current_turn_id": current_turn_id,
             "pending_action": pending_action,
             "error_message": self.error_message,
+            "hint": self.hint,
             "started_at": isoformat(self.started_at),
             "completed_at": isoformat(self.completed_at),
             "updated_at": isoformat(self.updated_at),

@@ -23,7 +23,7 @@ from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
-from kandev.sessions.models import CREATED, Message, Session
+from kandev.sessions.models import CREATED, IDLE, Message, Session
 from kandev.sessions.pending import sessions_json
 
 MESSAGE_NOT_FOUND = "message not found"
@@ -66,7 +66,9 @@ class SessionService(ScopedService):
                     "id": self.new_id(),
                     "task_id": task_id,
                     "agent_profile_id": data.agent_profile_id,
-                    "state": CREATED,
+                    # Without a profile Kandev starts nothing: the session waits, IDLE, for
+                    # an agent that connects with an agent token (its JSON says so: `hint`).
+                    "state": CREATED if data.agent_profile_id is not None else IDLE,
                     "is_primary": first,
                     "metadata": {},
                     "started_at": now,
