@@ -107,6 +107,15 @@ async def _pg_database(pg, name: str) -> str:  # type: ignore[no-untyped-def]
     return pg.url_for(name)
 
 
+def _pct(seconds: list[float], p: float) -> float:
+    """Percentile in ms (0 with no samples)."""
+    return percentile(seconds, p) * 1000 if seconds else 0.0
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
 async def warm_respond(home: Path, database_url: str, n: int) -> list[float]:
     """respond latency to a live waiter, n answers in a row on one (warm) server."""
     server = Server(home, database_url)
@@ -183,12 +192,12 @@ async def run_database(  # type: ignore[no-untyped-def]
         "resumed": sum(1 for _, _, r in results if r.via_resume and r.deliveries == 1),
         "lost": sum(1 for _, _, r in results if r.deliveries == 0),
         "duplicated": sum(1 for _, _, r in results if r.deliveries >= 2),
-        "respond_p50_ms": percentile(latencies, 50) * 1000,
-        "respond_p95_ms": percentile(latencies, 95) * 1000,
+        "respond_p50_ms": _pct(latencies, 50),
+        "respond_p95_ms": _pct(latencies, 95),
         "bare_claim_p50_ms": percentile(bare, 50) * 1000,
         "bare_claim_p95_ms": percentile(bare, 95) * 1000,
-        "warm_respond_p50_ms": percentile(warm_latencies, 50) * 1000 if warm_latencies else 0,
-        "warm_respond_p95_ms": percentile(warm_latencies, 95) * 1000 if warm_latencies else 0,
+        "warm_respond_p50_ms": _pct(warm_latencies, 50),
+        "warm_respond_p95_ms": _pct(warm_latencies, 95),
         "warm_samples": len(warm_latencies),
         "by_mode": {
             mode: sum(1 for m, _, _ in results if m == mode) for mode in dict.fromkeys(MODES)
@@ -199,7 +208,7 @@ async def run_database(  # type: ignore[no-untyped-def]
 
 def report(kind: str, f: dict) -> None:
     lost_before, trials_before = BEFORE_FIX[kind]
-    n = f["trials"]
+    n = max(1, f["trials"])
     before = lost_before / trials_before
     print(f"\n{kind}: {n} trials ({', '.join(f'{k} {v}' for k, v in f['by_mode'].items())})")
     print(f"  acknowledged (claimed: true)  : {f['acknowledged']}/{n}")
@@ -220,8 +229,10 @@ def report(kind: str, f: dict) -> None:
         f"  respond, live waiter, warm    : p50 {w50:7.2f} ms  p95 {w95:7.2f} ms  "
         f"(n={f['warm_samples']})\n"
         f"  bare claim transaction        : p50 {b50:7.2f} ms  p95 {b95:7.2f} ms\n"
-        f"  ratio cold respond / bare     : p50 {p50 / b50:5.1f}x  p95 {p95 / b95:5.1f}x\n"
-        f"  ratio warm respond / bare     : p50 {w50 / b50:5.1f}x  p95 {w95 / b95:5.1f}x"
+        f"  ratio cold respond / bare     : p50 {_ratio(p50, b50):5.1f}x  "
+        f"p95 {_ratio(p95, b95):5.1f}x\n"
+        f"  ratio warm respond / bare     : p50 {_ratio(w50, b50):5.1f}x  "
+        f"p95 {_ratio(w95, b95):5.1f}x"
     )
 
 

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.auth.access import AccessRules
 from kandev.auth.identity import caller_scope
 from kandev.clarification import repository as repo
@@ -302,26 +304,16 @@ class ClarificationService(ScopedService):
         except StoreError as exc:
             await self.pause_for_input(session_id)
             raise DeliveryFailed("Clarification request timed out or was cancelled") from exc
-        # Back to work: written while the result goes out (off the answer's critical path),
-        # and committed before the delivered mark, so `respond` returns after both.
-        marked = asyncio.ensure_future(self.recorder.mark_answered_live(session_id))
-        self._background.add(marked)
-        marked.add_done_callback(self._background.discard)
-
-        async def confirm() -> None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(marked)
-            assert handoff is not None
-            await handoff.confirm()
-
         try:
             result = agent_result(pending_id, questions, response)
-            if handoff is None:
-                await asyncio.shield(marked)
+            if handoff is None:  # another waiter confirmed it (REST wait): just back to work
+                await self.recorder.mark_answered_live(session_id)
             elif after_sent is None:
-                await confirm()
+                await handoff.confirm()
             else:
-                after_sent(confirm, handoff.abort)
+                # The responder's confirmation (the delivered mark, and the session back to
+                # RUNNING in the same transaction) runs once the result was sent.
+                after_sent(handoff.confirm, handoff.abort)
         except BaseException:
             if handoff is not None:
                 handoff.abort("the ask call failed before returning the answer")
@@ -563,7 +555,7 @@ class ClarificationService(ScopedService):
         claimed_ids = [m.id for m in claimed]
 
         async def confirm(_: ClarificationResponse) -> None:
-            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL)
+            await self._finalize_live(bundle, status, claimed_ids)
 
         try:
             await self.store.respond_with_delivery_confirmation(
@@ -635,6 +627,23 @@ class ClarificationService(ScopedService):
             message_ids=claimed_ids,
             prompt=prompt,
         )
+
+    async def _finalize_live(self, bundle: Bundle, status: str, claimed_ids: list[str]) -> None:
+        """The delivered mark of an answer the waiting agent got, with its session back to
+        RUNNING, in one transaction."""
+
+        async def delivered(conn: AsyncConnection) -> list[Message] | None:
+            return await repo.finalize_delivery(
+                conn, self.db, bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL
+            )
+
+        async def still_waiting(conn: AsyncConnection) -> bool:
+            return bool(await repo.find_active_messages(conn, bundle.session_id))
+
+        rows = await self.recorder.mark_answered_live(bundle.session_id, delivered, still_waiting)
+        if rows is None:
+            raise DeliveryFailed("clarification delivery state could not be finalized")
+        await self.recorder.publish_messages(rows)
 
     async def _finalize(
         self, pending_id: str, status: str, claimed_ids: list[str], via: str

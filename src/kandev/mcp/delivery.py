@@ -8,10 +8,10 @@ the request's receipt to run a confirmation *after the HTTP response was sent*.
 The MCP auth gate wraps every request's ASGI `send`/`receive` in a receipt. The response
 counts as sent once the final body chunk (`more_body` false: for the SSE transport the
 stream closes right after the event carrying the JSON-RPC result) was handed to the
-server — `await send(...)` returned — and the client had not disconnected. Only then do
-the `on_sent` callbacks run (awaited, before the request finishes; also when the app
-fails or is cancelled after that point, since the client has the bytes); otherwise (the
-client went away, nothing or only part of the response was sent) `on_unsent` runs.
+server — `await send(...)` returned — and the client had not disconnected. Right then the
+`on_sent` callbacks start (in their own task, so the app's teardown cannot cut them off;
+the request does not finish before they did); otherwise (the client went away, nothing or
+only part of the response was sent) `on_unsent` runs when the app is done.
 
 On loopback a returned `send` means the bytes are in the agent's socket; uvicorn drops
 writes to a connection it already knows is closed without an error, which is why the
@@ -50,10 +50,11 @@ class ResponseReceipt:
         self._sent = False
         self._disconnected = False
         self._settled = False
+        self._confirming: asyncio.Task[None] | None = None
 
     def after_sent(self, on_sent: OnSent, on_unsent: OnUnsent) -> None:
         """Run `on_sent()` after the response was sent, else `on_unsent(reason)`."""
-        if self._settled:
+        if self._settled or self._sent:
             on_unsent("the response was already finished")
             return
         self._callbacks.append((on_sent, on_unsent))
@@ -61,8 +62,19 @@ class ResponseReceipt:
     async def send(self, message: Message) -> None:
         final = message["type"] == "http.response.body" and not message.get("more_body", False)
         await self._send(message)
-        if final and not self._disconnected:
+        if final and not self._disconnected and not self._sent:
             self._sent = True
+            callbacks, self._callbacks = self._callbacks, []
+            if callbacks:
+                self._confirming = asyncio.ensure_future(self._confirm(callbacks))
+
+    async def _confirm(self, callbacks: list[tuple[OnSent, OnUnsent]]) -> None:
+        fault_point("after_flush")
+        for on_sent, _ in callbacks:
+            try:
+                await on_sent()
+            except Exception:
+                log.exception("delivery confirmation after an MCP response failed")
 
     async def receive(self) -> Message:
         message = await self._receive()
@@ -71,24 +83,17 @@ class ResponseReceipt:
         return message
 
     async def settle(self) -> None:
-        """Run the callbacks (once): on_sent if the response went out, else on_unsent."""
+        """The app is done: wait for the confirmations the sent response started, and
+        abort what never went out."""
         if self._settled:
             return
         self._settled = True
         callbacks, self._callbacks = self._callbacks, []
-        if not callbacks:
-            return
-        if not self._sent:
-            reason = "the client went away" if self._disconnected else "no response was sent"
-            for _, on_unsent in callbacks:
-                _call_unsent(on_unsent, reason)
-            return
-        fault_point("after_flush")
-        for on_sent, _ in callbacks:
-            try:
-                await on_sent()
-            except Exception:
-                log.exception("delivery confirmation after an MCP response failed")
+        reason = "the client went away" if self._disconnected else "no response was sent"
+        for _, on_unsent in callbacks:
+            _call_unsent(on_unsent, reason)
+        if self._confirming is not None:
+            await asyncio.shield(self._confirming)
 
 
 def _call_unsent(on_unsent: OnUnsent, reason: str) -> None:

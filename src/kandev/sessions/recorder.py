@@ -6,10 +6,10 @@ never sees a change that could still roll back.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -35,6 +35,7 @@ from kandev.sessions.models import (
 )
 from kandev.sessions.turns import lock_session_turns
 
+T = TypeVar("T")
 TASK_IN_PROGRESS = "IN_PROGRESS"
 TASK_REVIEW = "REVIEW"
 
@@ -362,22 +363,51 @@ class SessionRecorder:
         """An agent asked a question: session WAITING_FOR_INPUT, task REVIEW."""
         await self._move(session_id, WAITING_FOR_INPUT, (STARTING, RUNNING), TASK_REVIEW)
 
-    async def mark_answered_live(self, session_id: str) -> None:
-        """The blocked agent got its answer in the same turn: back to work."""
-        await self._move(session_id, RUNNING, (WAITING_FOR_INPUT,), TASK_IN_PROGRESS)
+    async def mark_answered_live(
+        self,
+        session_id: str,
+        delivered: Callable[[AsyncConnection], Awaitable[T]] | None = None,
+        still_waiting: Callable[[AsyncConnection], Awaitable[bool]] | None = None,
+    ) -> T | None:
+        """The blocked agent got its answer in the same turn: back to work.
+
+        `delivered` (the answer's delivered mark) runs first in the same transaction; its
+        result is returned. `still_waiting`: the session stays WAITING_FOR_INPUT when it says
+        so (the agent already asked its next question).
+        """
+        return await self._move(
+            session_id,
+            RUNNING,
+            (WAITING_FOR_INPUT,),
+            TASK_IN_PROGRESS,
+            before=delivered,
+            unless=still_waiting,
+        )
 
     async def _move(
-        self, session_id: str, state: str, only_from: tuple[str, ...], task_state: str
-    ) -> None:
+        self,
+        session_id: str,
+        state: str,
+        only_from: tuple[str, ...],
+        task_state: str,
+        before: Callable[[AsyncConnection], Awaitable[T]] | None = None,
+        unless: Callable[[AsyncConnection], Awaitable[bool]] | None = None,
+    ) -> T | None:
         now = self.clock.now()
+        done: T | None = None
         async with self._write() as (conn, events):
+            if before is not None:
+                done = await before(conn)
             session = await sessions_repo.get_session(conn, session_id)
             if session is None or session.state not in only_from:
-                return
+                return done
+            if unless is not None and await unless(conn):
+                return done
             await sessions_repo.set_state_unless_terminal(conn, session_id, state, now)
             owner_id = await task_owner_id(conn, session.task_id)
             await self._state_event(conn, events, session_id, session.state, owner_id)
             await self._set_task_state(conn, events, session.task_id, task_state, owner_id)
+        return done
 
     # --- queue --------------------------------------------------------------------------
 
