@@ -23,8 +23,10 @@ $(NODE_STAMP): package.json package-lock.json
 
 install: $(STAMP) $(NODE_STAMP)
 
+# `make run PORT=9000 DATA_DIR=/tmp/k HOST=0.0.0.0`; unset ones fall back to KANDEV_PORT /
+# KANDEV_HOME / KANDEV_HOST, then to 127.0.0.1:8420 and ~/.kandev.
 run: $(STAMP) $(NODE_STAMP)
-	$(VENV)/bin/kandev serve
+	$(VENV)/bin/kandev serve $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)') $(if $(DATA_DIR),--data-dir '$(DATA_DIR)')
 
 test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

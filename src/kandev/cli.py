@@ -1,31 +1,44 @@
-"""The `kandev` command line (CONTRACT §1)."""
+"""The `kandev` command line (CONTRACT §1, §12).
+
+Imports stay light here and in the cli_* modules (typer only): each command imports the
+server, the database or the MCP SDK when it runs, so `kandev --help` is quick.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kandev import __version__
 from kandev.cli_admin import token_app, user_app
+from kandev.cli_board import task_app, workspace_app
 from kandev.cli_questions import questions_app
-from kandev.config import Settings, default_data_dir, normalize_database_url
+from kandev.cli_sessions import session_app
+
+if TYPE_CHECKING:
+    from kandev.config import Settings
 
 app = typer.Typer(
     name="kandev",
     help="Kandev: a self-hosted control plane for AI coding agents.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(user_app, name="user", help="Manage users (offline, against the database).")
-app.add_typer(token_app, name="token", help="Manage personal access tokens (offline).")
+app.add_typer(workspace_app, name="workspace", help="Workspaces, over REST (KANDEV_URL).")
+app.add_typer(task_app, name="task", help="Tasks: create, list, show, move (KANDEV_URL).")
+app.add_typer(session_app, name="session", help="Agent sessions: start, prompt, watch.")
 app.add_typer(
     questions_app,
     name="questions",
     help="Answer agents from the terminal (KANDEV_URL, KANDEV_TOKEN).",
 )
+app.add_typer(user_app, name="user", help="Manage users (offline, against the database).")
+app.add_typer(token_app, name="token", help="Manage personal access tokens (offline).")
 
 
 def _version(value: bool) -> None:
@@ -54,12 +67,15 @@ def _is_loopback(host: str) -> bool:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8420, min=0, max=65535, help="TCP port (0: any free port)."),
-    data_dir: Path = typer.Option(
-        default_data_dir(),
+    host: str = typer.Option("127.0.0.1", envvar="KANDEV_HOST", help="Interface to listen on."),
+    port: int = typer.Option(
+        8420, min=0, max=65535, envvar="KANDEV_PORT", help="TCP port (0: any free port)."
+    ),
+    data_dir: Path | None = typer.Option(
+        None,
         "--data-dir",
         envvar="KANDEV_HOME",
+        show_default="~/.kandev",
         help="Where Kandev keeps its SQLite database and agent folders (one server at a time).",
     ),
     database_url: str = typer.Option(
@@ -92,20 +108,15 @@ def serve(
     Any startup failure is one line on stderr and exit status 2 (kandev.startup).
     """
     from kandev import startup
+    from kandev.config import Settings, default_data_dir
 
+    data_dir = data_dir or default_data_dir()
     serving = False
 
-    def started(settings: Settings) -> None:
+    def started(settings: Settings, auth_mode: str) -> None:
         nonlocal serving
         serving = True
-        url = settings.resolved_database_url()
-        store = (
-            "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
-        )
-        typer.echo(
-            f"Kandev {__version__} on http://{settings.host}:{settings.port} — {store}; "
-            f"auth {'on' if settings.auth else 'off'}"
-        )
+        typer.echo(startup_banner(settings, auth_mode))
         if not settings.auth and not _is_loopback(settings.host):
             typer.echo(
                 "warning: auth is off and Kandev listens beyond loopback; anyone who can reach "
@@ -136,11 +147,45 @@ def serve(
         raise typer.Exit(1 if serving else 2) from None
 
 
+def startup_banner(settings: Settings, auth_mode: str) -> str:
+    """What `kandev serve` prints once it accepts work: where everything is, and how to sign
+    in (in setup mode: how to make the first admin)."""
+    url = settings.resolved_database_url()
+    store = "PostgreSQL" if url.startswith("postgresql") else f"SQLite at {url.split(':///', 1)[1]}"
+    base = settings.public_base_url()
+    lines = [
+        f"Kandev {__version__} on {base} — {store}; auth {'on' if settings.auth else 'off'}",
+        f"  Web UI       {base}/",
+        f"  REST         {base}/api/v1",
+        f"  MCP          {base}/mcp  (external: people, bots, other agents)",
+        f"  Agent MCP    {base}/agent/mcp  (agents of Kandev sessions, with their token)",
+        f"  Health       {base}/health",
+    ]
+    if auth_mode == "disabled":
+        lines.append(
+            "  Auth         off: every request acts as the local user (--auth to require sign-in)"
+        )
+    elif auth_mode == "setup":
+        data_dir = f" --data-dir {settings.data_dir}" if not settings.database_url else ""
+        lines += [
+            "  Auth         on, setup: no admin yet. Create the first one with",
+            f"               kandev user create --admin --email you@example.com{data_dir}",
+            f"               or open {base}/setup",
+        ]
+    else:
+        lines.append(
+            f"  Auth         on: sign in at {base}/login; scripts use a personal access token"
+            f" ({base}/settings/tokens)"
+        )
+    return "\n".join(lines)
+
+
 def _check_database_url(database_url: str, data_dir: Path) -> None:
     """Refuse a URL we cannot even parse, without echoing a password back."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from kandev.config import normalize_database_url
     from kandev.startup import StartupError
 
     try:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from kandev.auth.identity import ROLE_ADMIN
-from kandev.config import Settings
-from kandev.errors import KandevError
-from kandev.services import Services, build_services
+if TYPE_CHECKING:  # imported when a command runs, so `kandev --help` stays quick
+    from kandev.config import Settings
+    from kandev.services import Services
 
 T = TypeVar("T")
 
@@ -39,6 +38,8 @@ DatabaseUrl = Annotated[
 
 
 def load_settings(data_dir: Path | None, database_url: str | None) -> Settings:
+    from kandev.config import Settings
+
     overrides: dict[str, Any] = {}
     if data_dir is not None:
         overrides["data_dir"] = data_dir.expanduser()
@@ -49,6 +50,8 @@ def load_settings(data_dir: Path | None, database_url: str | None) -> Settings:
 
 def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) -> T:
     """Prepare services on the configured database, run one action, close; errors exit 1."""
+    from kandev.errors import KandevError
+    from kandev.services import build_services
 
     async def _main() -> T:
         services = build_services(settings)
@@ -85,6 +88,8 @@ def user_create(
     """Create a user with a local password. The first admin becomes the server's owner."""
     if password is None:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    from kandev.auth.identity import ROLE_ADMIN
+
     settings = load_settings(data_dir, database_url)
     chosen_role = ROLE_ADMIN if admin else role
 

@@ -5,67 +5,114 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import typer
 
+from kandev.cli_http import (
+    TOKEN_OPTION,
+    URL_OPTION,
+    CommandFailed,
+    fail,
+    refusal_message,
+    root_url,
+    unreachable_message,
+)
+
 questions_app = typer.Typer(no_args_is_help=True)
 
-URL_OPTION = typer.Option(
-    "http://127.0.0.1:8420", "--url", envvar="KANDEV_URL", help="Kandev server URL."
-)
-TOKEN_OPTION = typer.Option(
-    "", "--token", envvar="KANDEV_TOKEN", help="Personal access token (needed when auth is on)."
-)
+ToolCall = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class McpCallFailed(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.message = message
 
 
-async def call_tool(url: str, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+@asynccontextmanager
+async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
+    """One MCP session on the server's external endpoint for the whole command; yields a
+    `call(name, arguments)` returning the tool's JSON object (McpCallFailed on a tool error).
+
+    The SDK reports an HTTP refusal only as "Server returned an error response" (401) or
+    "Not Found" (404), so the first error answer is kept here and said in its own words."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    base = root_url(url)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    endpoint = url.rstrip("/") + "/mcp"
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
-        Client(streamable_http_client(endpoint, http_client=http)) as client,
-    ):
+    refused: list[tuple[int, str]] = []
+
+    async def keep_refusal(response: httpx2.Response) -> None:
+        if response.status_code >= 400 and not refused:
+            await response.aread()
+            try:
+                message = response.json().get("error", "")
+            except (ValueError, AttributeError):
+                message = response.text.strip()[:200]
+            refused.append((response.status_code, message))
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await client.call_tool(name, arguments)
-    text = "".join(getattr(block, "text", "") for block in result.content)
-    payload = json.loads(text) if text else {}
-    if result.is_error:
-        raise McpCallFailed(payload.get("code", "ERROR"), payload.get("message", text))
-    return payload
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        payload = json.loads(text) if text else {}
+        if result.is_error:
+            raise McpCallFailed(payload.get("code", "ERROR"), payload.get("message", text))
+        return payload
+
+    try:
+        async with (
+            httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(30, read=120),
+                event_hooks={"response": [keep_refusal]},
+            ) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+        ):
+            yield call
+    except Exception as exc:
+        leaf = _innermost(exc)
+        if isinstance(leaf, McpCallFailed | typer.TyperException | typer.Exit):
+            raise leaf from None  # a tool's error, or a usage error: not the connection's
+        if refused:
+            status, message = refused[0]
+            if status == 404:
+                message = f"no Kandev MCP endpoint at {base}/mcp; --url takes the server's root URL"
+            raise CommandFailed(refusal_message(status, message, token_given=bool(token))) from None
+        raise CommandFailed(unreachable_message(base, leaf)) from None
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps transport errors in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _run(action: Callable[[], Awaitable[int]]) -> None:
     try:
         code = asyncio.run(action())
     except McpCallFailed as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    except typer.BadParameter:
-        raise  # usage errors keep their own message and exit code (2)
-    except Exception as exc:  # connection refused, 401, …: say what, not a traceback
-        typer.echo(f"error: could not reach Kandev: {_describe(exc)}", err=True)
-        raise typer.Exit(1) from None
+        fail(_tool_failure(exc))
+    except CommandFailed as exc:
+        fail(exc.message, exc.exit_code)
     raise typer.Exit(code)
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return str(exc) or type(exc).__name__
+def _tool_failure(exc: McpCallFailed) -> str:
+    if exc.code == "NOT_FOUND":
+        return f"{exc.message} (an unknown id, or not in a workspace you can see)"
+    if exc.code == "CONFLICT":
+        return f"{exc.message}: nobody answered it and it is no longer open"
+    return f"{exc.code}: {exc.message}"
 
 
-async def _all_bundles(url: str, token: str, workspace_id: str | None) -> list[dict[str, Any]]:
+async def _all_bundles(call: ToolCall, workspace_id: str | None) -> list[dict[str, Any]]:
     bundles: list[dict[str, Any]] = []
     cursor = ""
     while True:
@@ -74,7 +121,7 @@ async def _all_bundles(url: str, token: str, workspace_id: str | None) -> list[d
             args["cursor"] = cursor
         if workspace_id:
             args["workspace_id"] = workspace_id
-        page = await call_tool(url, token, "list_pending_questions_kandev", args)
+        page = await call("list_pending_questions_kandev", args)
         bundles += page["bundles"]
         cursor = page["next_cursor"]
         if not cursor:
@@ -107,7 +154,8 @@ def list_questions(
     """Show the questions agents are waiting on, oldest first, with their options."""
 
     async def action() -> int:
-        bundles = await _all_bundles(url, token, workspace_id or None)
+        async with mcp_tools(url, token) as call:
+            bundles = await _all_bundles(call, workspace_id or None)
         if as_json:
             typer.echo(json.dumps(bundles, indent=2))
         elif not bundles:
@@ -150,6 +198,22 @@ def build_answers(
     return answers
 
 
+def answers_as_given(
+    options: list[tuple[str, str]], texts: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The answer entries as typed, for a question that is not open (nothing to check
+    them against here; the server still validates them)."""
+    ids = list(dict.fromkeys(qid for qid, _ in options + texts))
+    return [
+        {
+            "question_id": qid,
+            "selected_options": [o for q, o in options if q == qid],
+            "custom_text": "\n".join(t for q, t in texts if q == qid),
+        }
+        for qid in ids
+    ]
+
+
 @questions_app.command("answer")
 def answer_question(
     pending_id: str = typer.Argument(..., help="The question's pending id (from `list`)."),
@@ -168,16 +232,20 @@ def answer_question(
 
     async def action() -> int:
         arguments: dict[str, Any] = {"pending_id": pending_id}
-        if reject is not None:
-            arguments.update(rejected=True, reason=reject)
-        else:
-            bundles = await _all_bundles(url, token, None)
-            bundle = next((b for b in bundles if b["pending_id"] == pending_id), None)
-            if bundle is None:
-                typer.echo(f"error: no open question {pending_id}", err=True)
-                return 1
-            arguments["answers"] = build_answers(bundle, options, texts)
-        result = await call_tool(url, token, "answer_question_kandev", arguments)
+        async with mcp_tools(url, token) as call:
+            if reject is not None:
+                arguments.update(rejected=True, reason=reject)
+            else:
+                bundles = await _all_bundles(call, None)
+                bundle = next((b for b in bundles if b["pending_id"] == pending_id), None)
+                # Not open (answered already, or unknown): the server says which, and for an
+                # answered one replays the winner, exactly as for --reject.
+                arguments["answers"] = (
+                    build_answers(bundle, options, texts)
+                    if bundle is not None
+                    else answers_as_given(options, texts)
+                )
+            result = await call("answer_question_kandev", arguments)
         response = result["response"]
         if result["claimed"]:
             typer.echo(f"{result['status'].capitalize()}: the agent has your answer.")

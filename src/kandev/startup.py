@@ -148,10 +148,11 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(settings: Settings, *, on_started: Callable[[Settings], None]) -> None:
+def serve(settings: Settings, *, on_started: Callable[[Settings, str], None]) -> None:
     """Lock the data dir, listen, prepare the app, then serve until SIGINT / SIGTERM.
 
-    `settings.port` 0 picks a free port; `on_started` gets the settings with the real one.
+    `settings.port` 0 picks a free port; `on_started` gets the settings with the real one
+    and the auth mode the database put the server in ("disabled", "setup" or "enabled").
     Raises on any startup failure (see the module docstring); returns after a clean stop.
     """
     import asyncio
@@ -169,7 +170,7 @@ def serve(settings: Settings, *, on_started: Callable[[Settings], None]) -> None
 
 
 async def _serve(
-    settings: Settings, sock: socket.socket, on_started: Callable[[Settings], None]
+    settings: Settings, sock: socket.socket, on_started: Callable[[Settings, str], None]
 ) -> None:
     import uvicorn
 
@@ -190,7 +191,7 @@ async def _serve(
         **uvicorn_options(),
     )
     async with app.router.lifespan_context(app):
-        on_started(settings)
+        on_started(settings, app.state.services.auth.mode)
         with _replayed_signal_ignored():
             await uvicorn.Server(config).serve(sockets=[sock])
 
