@@ -1,5 +1,9 @@
 """The one schema (SQLAlchemy Core). Migrations in db/migrations create exactly this.
 
+Every index, constraint and server default a migration creates is declared here too, so
+Alembic autogenerate against a database at head finds nothing to do; the parity tests in
+tests/db/test_schema_parity.py hold both sides to it on SQLite and PostgreSQL.
+
 IDs are opaque text. Scoping columns (`workspaces.owner_id`, `tasks.workspace_id`) use ''
 for "none" rather than NULL, as the original does: '' is the unowned / no-workspace marker.
 """
@@ -18,9 +22,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    func,
     text,
 )
 
+from kandev.db.json_sql import json_key_text
 from kandev.db.types import UTCDateTime, json_column_type
 
 NAMING = {
@@ -284,6 +291,33 @@ task_session_messages = Table(
     Index("ix_task_session_messages_session_created", "session_id", "created_at", "id"),
     Index("ix_task_session_messages_turn_id", "turn_id"),
     Index("ix_task_session_messages_task_type", "task_id", "type"),
+)
+
+# Every bundle lookup (answer, get, wait, cancel) is by metadata.pending_id alone (migration
+# 0002). json_key_text renders the very expression the repositories query with:
+# json_extract(metadata, '$.pending_id') on SQLite, (metadata ->> 'pending_id') on PostgreSQL.
+Index(
+    "ix_task_session_messages_pending_id",
+    json_key_text(task_session_messages.c.metadata, "pending_id"),
+)
+
+# The hot path of the pending-question list (kandev.clarification.list_query, migration
+# 0003): only the still-pending clarification rows (status absent, '', JSON null or
+# 'pending'). The predicate compiles to the literal-constant text the list query renders, so
+# both planners can prove it; the key carries what the list joins on.
+_still_pending_clarification = and_(
+    task_session_messages.c.type == "clarification_request",
+    func.coalesce(json_key_text(task_session_messages.c.metadata, "status"), "").in_(
+        ["", "pending"]
+    ),
+)
+Index(
+    "ix_task_session_messages_pending_clarification",
+    task_session_messages.c.session_id,
+    task_session_messages.c.turn_id,
+    task_session_messages.c.task_id,
+    sqlite_where=_still_pending_clarification,
+    postgresql_where=_still_pending_clarification,
 )
 
 queued_prompts = Table(

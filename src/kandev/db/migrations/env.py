@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+from kandev.db.migrations.autogen import COMPARE_OPTIONS
 from kandev.db.tables import metadata
 
 connection = context.config.attributes["connection"]
@@ -11,7 +12,9 @@ context.configure(
     connection=connection,
     target_metadata=metadata,
     render_as_batch=True,  # ALTER TABLE on SQLite goes through batch mode
-    compare_type=True,
+    # What autogenerate compares, and what it cannot: kandev.db.migrations.autogen (the
+    # parity tests in tests/db/test_schema_parity.py compare with the same options).
+    **COMPARE_OPTIONS,
 )
 with context.begin_transaction():
     context.run_migrations()
