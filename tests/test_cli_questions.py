@@ -78,4 +78,54 @@ def test_unreachable_server_is_a_clear_error() -> None:
     env = {"KANDEV_URL": f"http://127.0.0.1:{free_port()}"}
     result = CliRunner().invoke(app, ["questions", "list"], env=env)
     assert result.exit_code == 1
-    assert "could not reach Kandev" in result.output
+    assert result.stderr.splitlines() == [
+        f"error: could not reach Kandev at {env['KANDEV_URL']}: connection refused "
+        "(is `kandev serve` running?)"
+    ]
+
+
+def test_the_mcp_url_works_and_an_answered_question_replays_the_winner(
+    live_server_factory, sqlite_url
+) -> None:
+    server = live_server_factory(sqlite_url)
+    pending_id = _question(server.url)
+    runner = CliRunner()
+    # The URL docs/mcp.md gives (…/mcp) is accepted as well as the server's root.
+    env = {"KANDEV_URL": f"{server.url}/mcp/", "KANDEV_TOKEN": ""}
+
+    listed = runner.invoke(app, ["questions", "list"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert pending_id in listed.output
+
+    answered = runner.invoke(
+        app, ["questions", "answer", pending_id, "-o", "pick=b", "-o", "q2=q2_opt1"], env=env
+    )
+    assert answered.exit_code == 0, answered.output
+    assert "Answered: the agent has your answer." in answered.output
+
+    # Answering again, with an option or with --reject: the winner is replayed, exit 0.
+    for late in (["-o", "pick=a", "-o", "q2=q2_opt2"], ["--reject", "too late"]):
+        again = runner.invoke(app, ["questions", "answer", pending_id, *late], env=env)
+        assert again.exit_code == 0, again.output
+        assert again.stdout.splitlines() == [
+            "Someone answered first (answered); their answer stands:",
+            "  pick: b",
+            "  q2: q2_opt1",
+        ], late
+
+    unknown = runner.invoke(app, ["questions", "answer", "no-such-id", "-o", "a=b"], env=env)
+    assert unknown.exit_code == 1
+    assert unknown.stderr.splitlines() == [
+        "error: clarification request not found (an unknown id, or not in a workspace you can see)"
+    ]
+
+
+def test_a_url_with_no_mcp_endpoint_says_so(live_server_factory, sqlite_url) -> None:
+    server = live_server_factory(sqlite_url)
+    env = {"KANDEV_URL": f"{server.url}/elsewhere", "KANDEV_TOKEN": ""}
+    result = CliRunner().invoke(app, ["questions", "list"], env=env)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: no Kandev MCP endpoint at {server.url}/elsewhere/mcp; "
+        "--url takes the server's root URL"
+    ]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -129,3 +132,45 @@ def test_serve_on_postgresql_migrates_and_serves(tmp_path: Path, pg_server) -> N
         output = proc.communicate(timeout=30)[0].decode()
     assert "PostgreSQL" in output
     assert not (tmp_path / "home" / "kandev.db").exists()
+
+
+def test_serve_takes_host_and_port_from_the_environment_and_prints_where_things_are(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = {**os.environ, "KANDEV_HOME": str(tmp_path / "home"), "KANDEV_PORT": str(port)}
+    env["KANDEV_HOST"] = "127.0.0.1"
+    env.pop("KANDEV_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kandev", "serve", "--auth"],  # no --port: KANDEV_PORT
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_for_health(url, proc).status_code == 200
+        assert httpx.get(f"{url}/api/v1/auth/me").json()["mode"] == "setup"
+    finally:
+        output = _stop(proc)
+    banner = dict(re.findall(r"^  (\S.*?)\s{2,}(\S+)", output, re.M))
+    assert banner["Web UI"] == f"{url}/"
+    assert banner["REST"] == f"{url}/api/v1"
+    assert banner["MCP"] == f"{url}/mcp"
+    assert banner["Agent MCP"] == f"{url}/agent/mcp"
+    assert banner["Health"] == f"{url}/health"
+    # Setup mode (auth on, no admin yet): how to make the first admin.
+    home = tmp_path / "home"
+    assert f"kandev user create --admin --email you@example.com --data-dir {home}" in output
+    assert f"or open {url}/setup" in output
+
+
+def test_the_banner_says_auth_is_off(tmp_path: Path) -> None:
+    proc, url = _serve(tmp_path)
+    try:
+        wait_for_health(url, proc)
+    finally:
+        output = _stop(proc)
+    assert f"MCP          {url}/mcp" in output
+    assert "Auth         off" in output

@@ -130,12 +130,18 @@ def session_watch(
 
 
 def watch(client: KandevClient, session_id: str, printer: Printer, *, follow: bool) -> str:
-    """Print the conversation, then its events, until the session settles; its last state."""
+    """Print the conversation, then its events, until the session settles; its last state.
+
+    Settled: a terminal state, or IDLE when the watch starts or right after a turn ended
+    (not the IDLE of an agent that has just started and is about to take its first prompt).
+    """
     last_id: int | None = None
     session: dict[str, Any] | None = None
+    turn_ended = False
     while True:
         for event in client.events(last_id, session_id=session_id):
-            if event["type"] == "_connected":
+            kind = event["type"]
+            if kind == "_connected":
                 if session is None:  # first connection: history, then live events
                     session = client.get(f"/api/v1/sessions/{session_id}")
                     messages = client.get(
@@ -146,26 +152,28 @@ def watch(client: KandevClient, session_id: str, printer: Printer, *, follow: bo
                     for message in reversed(messages):
                         printer.message(message)
                     printer.state(session["state"], session.get("error_message") or "")
-                    if _settled(session["state"], follow):
+                    if _settled(session["state"], follow, turn_ended=True):
                         return session["state"]
                 continue
             last_id = event.get("id", last_id)
-            if event["type"] in ("session.message.added", "session.message.updated"):
+            if kind in ("session.message.added", "session.message.updated"):
                 printer.message(event["message"])
-            elif event["type"] == "session.state_changed":
+            elif kind in ("session.turn.started", "session.turn.completed"):
+                turn_ended = kind == "session.turn.completed"
+            elif kind == "session.state_changed":
                 state = event["state"]
                 if session is not None and state != session["state"]:
                     session["state"] = state
                     printer.state(state, event.get("error_message") or "")
-                    if _settled(state, follow):
+                    if _settled(state, follow, turn_ended=turn_ended):
                         return state
         # The server closed the stream (a restart?): pick up where it left off.
 
 
-def _settled(state: str, follow: bool) -> bool:
+def _settled(state: str, follow: bool, *, turn_ended: bool) -> bool:
     if state in TERMINAL_STATES:
         return True
-    return state == "IDLE" and not follow
+    return state == "IDLE" and turn_ended and not follow
 
 
 # --- rendering ----------------------------------------------------------------------------
