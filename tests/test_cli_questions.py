@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from typer.testing import CliRunner
 
@@ -112,6 +114,13 @@ def test_the_mcp_url_works_and_an_answered_question_replays_the_winner(
             "  pick: b",
             "  q2: q2_opt1",
         ], late
+
+    replayed = runner.invoke(
+        app, ["questions", "answer", pending_id, "--reject", "late", "--json"], env=env
+    )
+    assert replayed.exit_code == 0, replayed.output
+    body = json.loads(replayed.stdout)
+    assert (body["claimed"], body["status"]) == (False, "answered")
 
     unknown = runner.invoke(app, ["questions", "answer", "no-such-id", "-o", "a=b"], env=env)
     assert unknown.exit_code == 1

@@ -68,6 +68,7 @@ def test_workspace_and_task_commands_print_tables_and_json(server: ServeProcess)
     assert other["name"] == "Side" and other["owner_id"] == ""
 
     listed = ok(url, "workspace", "list")
+    assert ok(url, "workspace", "list", "--url", f"{url}/mcp") == listed  # the MCP URL works
     header, *rows = listed.splitlines()
     assert header.split() == ["ID", "NAME", "DESCRIPTION"]
     assert any(r.split()[:2] == [ws_id, "Main"] and "the main one" in r for r in rows)

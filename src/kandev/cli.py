@@ -166,7 +166,12 @@ def startup_banner(settings: Settings, auth_mode: str) -> str:
             "  Auth         off: every request acts as the local user (--auth to require sign-in)"
         )
     elif auth_mode == "setup":
-        data_dir = f" --data-dir {settings.data_dir}" if not settings.database_url else ""
+        # The same database as this server's: its data dir, or (never echoed) its URL.
+        data_dir = (
+            f" --data-dir {settings.data_dir}"
+            if not settings.database_url
+            else " --database-url <this server's URL>"
+        )
         lines += [
             "  Auth         on, setup: no admin yet. Create the first one with",
             f"               kandev user create --admin --email you@example.com{data_dir}",

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from kandev.cli_http import (
+    JSON_OPTION,
     TOKEN_OPTION,
     URL_OPTION,
     CommandFailed,
@@ -149,7 +150,7 @@ def list_questions(
     url: str = URL_OPTION,
     token: str = TOKEN_OPTION,
     workspace_id: str = typer.Option("", "--workspace", help="Only this workspace."),
-    as_json: bool = typer.Option(False, "--json", help="Print the raw bundles as JSON."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the questions agents are waiting on, oldest first, with their options."""
 
@@ -224,6 +225,7 @@ def answer_question(
     reject: str | None = typer.Option(None, "--reject", help="Decline, with this reason."),
     url: str = URL_OPTION,
     token: str = TOKEN_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Answer a question (or decline it with --reject). Exactly one answer wins."""
     options, texts = parse_pairs(option, "--option"), parse_pairs(text, "--text")
@@ -246,6 +248,9 @@ def answer_question(
                     else answers_as_given(options, texts)
                 )
             result = await call("answer_question_kandev", arguments)
+        if as_json:
+            typer.echo(json.dumps(result, indent=2))
+            return 0
         response = result["response"]
         if result["claimed"]:
             typer.echo(f"{result['status'].capitalize()}: the agent has your answer.")
