@@ -139,7 +139,7 @@ def test_serve_takes_host_and_port_from_the_environment_and_prints_where_things_
 ) -> None:
     port = free_port()
     env = {**os.environ, "KANDEV_HOME": str(tmp_path / "home"), "KANDEV_PORT": str(port)}
-    env["KANDEV_HOST"] = "127.0.0.1"
+    env["KANDEV_HOST"] = "localhost"  # the banner names it
     env.pop("KANDEV_DATABASE_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "kandev", "serve", "--auth"],  # no --port: KANDEV_PORT
@@ -154,16 +154,43 @@ def test_serve_takes_host_and_port_from_the_environment_and_prints_where_things_
         assert httpx.get(f"{url}/api/v1/auth/me").json()["mode"] == "setup"
     finally:
         output = _stop(proc)
+    base = f"http://localhost:{port}"
     banner = dict(re.findall(r"^  (\S.*?)\s{2,}(\S+)", output, re.M))
-    assert banner["Web UI"] == f"{url}/"
-    assert banner["REST"] == f"{url}/api/v1"
-    assert banner["MCP"] == f"{url}/mcp"
-    assert banner["Agent MCP"] == f"{url}/agent/mcp"
-    assert banner["Health"] == f"{url}/health"
+    assert banner["Web UI"] == f"{base}/"
+    assert banner["REST"] == f"{base}/api/v1"
+    assert banner["MCP"] == f"{base}/mcp"
+    assert banner["Agent MCP"] == f"{base}/agent/mcp"
+    assert banner["Health"] == f"{base}/health"
     # Setup mode (auth on, no admin yet): how to make the first admin.
     home = tmp_path / "home"
     assert f"kandev user create --admin --email you@example.com --data-dir {home}" in output
-    assert f"or open {url}/setup" in output
+    assert f"or open {base}/setup" in output
+
+
+def test_make_run_passes_port_and_data_dir() -> None:
+    root = Path(__file__).resolve().parent.parent
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(root), "run", "PORT=9000", "DATA_DIR=/tmp/k dir"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dry.returncode == 0, dry.stderr
+    (serve,) = [line for line in dry.stdout.splitlines() if "kandev serve" in line]
+    assert serve.split() == [
+        ".venv/bin/kandev",
+        "serve",
+        "--port",
+        "'9000'",
+        "--data-dir",
+        "'/tmp/k",
+        "dir'",
+    ]
+    plain = subprocess.run(
+        ["make", "-n", "-C", str(root), "run"], capture_output=True, text=True, timeout=60
+    )
+    (serve,) = [line for line in plain.stdout.splitlines() if "kandev serve" in line]
+    assert serve.split() == [".venv/bin/kandev", "serve"]  # KANDEV_PORT / KANDEV_HOME apply
 
 
 def test_the_banner_says_auth_is_off(tmp_path: Path) -> None:
