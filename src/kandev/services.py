@@ -25,6 +25,10 @@ from kandev.db.ownership import check_database_is_kandevs
 from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
 from kandev.moves.service import MoveService
+from kandev.repos.changes import ChangesService
+from kandev.repos.git import GitRunner
+from kandev.repos.service import RepositoryService
+from kandev.repos.worktrees import WorktreeService
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.service import SessionService
 
@@ -48,6 +52,9 @@ class Services:
     clarifications: ClarificationService
     moves: MoveService
     agent_processes: AgentProcessLedger
+    repositories: RepositoryService
+    worktrees: WorktreeService
+    changes: ChangesService
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
@@ -68,6 +75,8 @@ class Services:
             await self.clarifications.settle_after_restart(session_id)
         # Deferred moves of sessions that ended can never apply: dropped (with an event).
         await self.moves.drop_orphaned()
+        # After each agent turn, a task on a repository announces changed changes.
+        self.orchestrator.run_in_background(self.changes.follow_turns())
         if recovered.undelivered:
             # Answers claimed before the crash but never confirmed delivered reach their
             # agents as resumed turns, in the background (the start does not wait for them).
@@ -121,7 +130,15 @@ def build_services(
     workspaces.bus = bus
     workflows = WorkflowService(db, clock, id_factory, access)
     workflows.bus = bus
-    return Services(
+    git = GitRunner()  # one per server: its per-repository locks serialize git work
+    repositories = RepositoryService(db, clock, id_factory, access)
+    repositories.git = git
+    tasks.repositories = repositories  # a task may name a repository (validated at create)
+    worktrees = WorktreeService(db, clock, git, settings, recorder)
+    orchestrator.worktrees = worktrees  # the agent of a task on a repository runs in its worktree
+    tasks.worktrees = worktrees  # deleting a task removes its worktree
+    changes = ChangesService(db, git, repositories, bus)
+    services = Services(
         settings=settings,
         db=db,
         clock=clock,
@@ -139,4 +156,9 @@ def build_services(
         clarifications=clarifications,
         moves=moves,
         agent_processes=agent_processes,
+        repositories=repositories,
+        worktrees=worktrees,
+        changes=changes,
     )
+    changes.sessions = services.sessions  # review comments go through the prompt path
+    return services

@@ -14,6 +14,10 @@ Prompts (the first word picks the behaviour):
 - ``ignore-term`` ignores SIGTERM from now on (stop() must escalate to SIGKILL).
 - ``spawn FIFO`` starts a child that opens FIFO for writing and lives on; replies its pid.
 - ``sleeper``    starts a child that sleeps until killed; replies ``spawned <pid>``.
+- ``gitinfo``    replies with JSON ``{"cwd", "branch"}``: its session cwd and the git branch
+                 checked out there (``git rev-parse --abbrev-ref HEAD``).
+- ``write PATH TEXT`` writes TEXT (plus a newline) to PATH relative to its session cwd;
+                 replies ``wrote PATH``.
 - ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
                  the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
 
@@ -27,7 +31,7 @@ SCRIPTED_AGENT_RECORD=FILE makes it append one JSON line per answer it receives 
 SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
 replays one message ("replayed history"), as real agents replay the conversation; loading
 an id that starts with "missing-" fails (resource not found).
-Nothing else is written to disk.
+Nothing else is written to disk (but by ``write``).
 """
 
 from __future__ import annotations
@@ -108,6 +112,12 @@ def _record(via: str, text: str) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def _write_file(target: str, content: str) -> None:
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    with open(target, "w") as handle:
+        handle.write(content + "\n")
 
 
 class _Session:
@@ -203,6 +213,12 @@ class ScriptedAgent:
             )
             self._children.append(child)
             await self._say(session_id, f"spawned {child.pid}")
+        elif command == "gitinfo":
+            await self._say(session_id, await self._gitinfo(session))
+        elif command == "write":
+            relative, _, content = rest.partition(" ")
+            await asyncio.to_thread(_write_file, os.path.join(session.cwd, relative), content)
+            await self._say(session_id, f"wrote {relative}")
         elif command == "whoami":
             await self._say(session_id, self._whoami(session_id, session))
         else:
@@ -251,6 +267,20 @@ class ScriptedAgent:
         )
         outcome = response.outcome
         await self._say(session_id, f"permission: {getattr(outcome, 'option_id', outcome.outcome)}")
+
+    async def _gitinfo(self, session: _Session) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            session.cwd,
+            "rev-parse",
+            "--abbrev-ref",
+            "HEAD",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await proc.communicate()
+        return json.dumps({"cwd": session.cwd, "branch": out.decode().strip()})
 
     def _whoami(self, session_id: str, session: _Session) -> str:
         servers = []

@@ -81,6 +81,7 @@ class Orchestrator:
         self._background: set[asyncio.Task[Any]] = set()
         self.clarifications: Any = None  # ClarificationService, set by the container
         self.moves: Any = None  # MoveService, set by the container
+        self.worktrees: Any = None  # WorktreeService (kandev.repos), set by the container
 
     def live(self, session_id: str) -> LiveSession:
         return self._live.setdefault(session_id, LiveSession())
@@ -142,7 +143,11 @@ class Orchestrator:
             raise AgentFailed("the session's agent profile no longer exists")
         if task is None:
             raise AgentFailed("the session's task no longer exists")
-        cwd = await asyncio.to_thread(self._agent_cwd, task)
+        if task.repository_id and self.worktrees is not None:
+            # A task on a repository runs in its own worktree (created on first use).
+            cwd = await self.worktrees.ensure_worktree(task, session)
+        else:
+            cwd = await asyncio.to_thread(self._agent_cwd, task)
         await self.recorder.set_state(session_id, STARTING, only_from=("CREATED", IDLE))
         async with self.db.write() as conn:
             # One live token per process: a relaunch revokes what the last process held.

@@ -42,7 +42,9 @@ def _status_for(exc: errors.KandevError) -> int:
 def describe_validation_error(exc: RequestValidationError) -> str:
     """Name the offending field: 'title: String should have at most 500 characters'."""
     first = exc.errors()[0] if exc.errors() else {}
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    loc = [str(part) for part in first.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path"):  # where it came from; a field may be `path`
+        loc = loc[1:]
     field = ".".join(loc) or "body"
     if first.get("type") == "json_invalid":
         return "body: invalid JSON"

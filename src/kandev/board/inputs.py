@@ -94,6 +94,9 @@ class TaskCreate(Input):
     title: Title
     description: Description = ""
     local_path: LocalPath = ""
+    # A task on a registered repository (CONTRACT §10); base_branch defaults to its default.
+    repository_id: RowId | None = None
+    base_branch: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
 
 
 class WorkspaceUpdate(Input):

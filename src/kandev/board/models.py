@@ -120,6 +120,11 @@ class Task:
     archived_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # A task on a repository (CONTRACT §10; '' = none): see kandev.repos.
+    repository_id: str = ""
+    base_branch: str = ""
+    branch: str = ""
+    worktree_path: str = ""
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Task:
@@ -141,6 +146,10 @@ class Task:
             "position": self.position,
             "metadata": self.metadata,
             "local_path": self.local_path,
+            "repository_id": self.repository_id or None,
+            "base_branch": self.base_branch or None,
+            "branch": self.branch or None,
+            "worktree_path": self.worktree_path or None,
             "archived_at": isoformat(self.archived_at),
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),

@@ -46,9 +46,16 @@ def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -
 class TaskService(ScopedService):
     orchestrator: Any = None  # the Orchestrator, set by the container
     bus: EventBus | None = None  # set by the container
+    repositories: Any = None  # RepositoryService (kandev.repos), set by the container
+    worktrees: Any = None  # WorktreeService (kandev.repos), set by the container
 
     async def create_task(self, data: TaskCreate) -> Task:
         events = pending_events(self.bus)
+        repository_fields: dict[str, str] = {}
+        if data.repository_id is not None and self.repositories is not None:
+            repository_fields = await self.repositories.task_fields(
+                data.workspace_id, data.repository_id, data.base_branch
+            )
         async with self.db.write() as conn:
             await self.access.authorize_workspace(conn, data.workspace_id)
             workflow = await self.access.authorize_workflow(conn, data.workflow_id)
@@ -77,6 +84,7 @@ class TaskService(ScopedService):
                     "metadata": {},
                     "created_at": now,
                     "updated_at": now,
+                    **repository_fields,
                 },
             )
             await add_task_event(conn, events, TASK_CREATED, task)
@@ -142,6 +150,8 @@ class TaskService(ScopedService):
                     deleted = False
             if deleted:
                 events.publish()
+                if self.worktrees is not None:  # its agents are stopped: the worktree can go
+                    await self.worktrees.remove_for_task(task)
                 return
         raise Conflict(SESSIONS_KEEP_STARTING)
 

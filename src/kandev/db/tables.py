@@ -208,6 +208,29 @@ tasks = Table(
     Index("ix_tasks_workspace_id", "workspace_id"),
     Index("ix_tasks_workflow_id", "workflow_id"),
     Index("ix_tasks_workflow_step_id_position", "workflow_step_id", "position"),
+    # A task on a repository (migration 0005; '' = none): its worktree and branch.
+    _text("repository_id"),
+    _text("base_branch"),
+    _text("branch"),
+    _text("worktree_path"),
+    Index("ix_tasks_repository_id", "repository_id"),
+)
+
+# Git repositories registered in a workspace (migration 0005; kandev.repos). `path` is the
+# user's own checkout; task worktrees live in the data dir.
+repositories = Table(
+    "repositories",
+    metadata,
+    _id(),
+    Column("workspace_id", String(64), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("path", Text, nullable=False),
+    _text("default_branch"),
+    _text("setup_script"),
+    _json("copy_files", "[]"),
+    _created(),
+    _updated(),
+    Index("ix_repositories_workspace_id", "workspace_id"),
 )
 
 # --- agents and sessions ----------------------------------------------------------------

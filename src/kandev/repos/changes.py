@@ -1,0 +1,451 @@
+"""What a task changed, and what to do with it: changes, review, commit, merge, overlaps.
+
+Changes are everything on the task branch and in its worktree (committed, staged, unstaged,
+untracked) against the merge base with the base branch. They are read through a throwaway
+index (a copy of the worktree's, `git add -A` into it via GIT_INDEX_FILE), so the real index
+is never touched. Git work on one repository is serialized (GitRunner.lock).
+
+Merges are computed with `git merge-tree --write-tree` (no checkout touched) and land with
+`update-ref`, or, when the repository's own checkout has the base branch checked out, with
+`git merge --ff-only` to the new commit so that working tree ends as `git merge` leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kandev.board import task_repository
+from kandev.board.models import Task
+from kandev.db.engine import Database
+from kandev.errors import Conflict, KandevError
+from kandev.events.bus import EventBus
+from kandev.events.publisher import task_owner_id
+from kandev.repos import repository_sql
+from kandev.repos.git import GitRunner
+from kandev.repos.inputs import CommitCreate, MergeCreate, ReviewCreate
+from kandev.repos.models import Repository
+from kandev.repos.service import RepositoryService
+from kandev.sessions import session_repository
+
+log = logging.getLogger(__name__)
+FILE_DIFF_CAP = 256 * 1024
+TOTAL_DIFF_CAP = 2 * 1024 * 1024
+MAX_FILES = 500
+CHANGES_UPDATED = "task.changes_updated"
+TURN_COMPLETED = "session.turn.completed"
+STATUS_BY_LETTER = {
+    "A": "added",
+    "M": "modified",
+    "D": "deleted",
+    "R": "renamed",
+    "C": "copied",
+    "T": "modified",
+    "U": "unmerged",
+}
+
+
+class MergeConflict(Conflict):
+    def __init__(self, conflicts: list[str]) -> None:
+        super().__init__(f"the merge has conflicts in {len(conflicts)} file(s)")
+        self.conflicts = conflicts
+
+
+@dataclass(frozen=True)
+class DiffOutput:
+    name_status: bytes
+    numstat: bytes
+    patch: bytes
+
+
+def _tokens(raw: bytes) -> list[str]:
+    return [t.decode("utf-8", errors="replace") for t in raw.split(b"\0")]
+
+
+def _split_patch(patch: bytes) -> list[bytes]:
+    if not patch:
+        return []
+    chunks = (b"\n" + patch).split(b"\ndiff --git ")
+    return [b"diff --git " + c for c in chunks[1:]]
+
+
+def _cut(chunk: bytes, cap: int) -> bytes:
+    cut = chunk[:cap]
+    newline = cut.rfind(b"\n")
+    return cut[: newline + 1] if newline > 0 else cut
+
+
+def parse_changes(output: DiffOutput) -> dict[str, Any]:
+    """The `files` of a changes answer, capped (pure; runs in a worker thread)."""
+    entries: list[tuple[str, str, str | None]] = []  # (status letter, path, old path)
+    tokens = _tokens(output.name_status)
+    i = 0
+    while i < len(tokens) and tokens[i]:
+        letter = tokens[i][0]
+        if letter in "RC":
+            entries.append((letter, tokens[i + 2], tokens[i + 1]))
+            i += 3
+        else:
+            entries.append((letter, tokens[i + 1], None))
+            i += 2
+    counts: dict[str, tuple[str, str]] = {}
+    tokens = _tokens(output.numstat)
+    i = 0
+    while i < len(tokens) and tokens[i]:
+        added, deleted, path = tokens[i].split("\t", 2)
+        if path == "":  # a rename: old and new path follow
+            path = tokens[i + 2]
+            i += 3
+        else:
+            i += 1
+        counts[path] = (added, deleted)
+    patches = _split_patch(output.patch)
+    files: list[dict[str, Any]] = []
+    total = 0
+    truncated = len(entries) > MAX_FILES
+    for index, (letter, path, old_path) in enumerate(entries[:MAX_FILES]):
+        added, deleted = counts.get(path, ("0", "0"))
+        binary = added == "-"
+        chunk = patches[index] if index < len(patches) else b""
+        file_truncated = False
+        if len(chunk) > FILE_DIFF_CAP:
+            chunk, file_truncated = _cut(chunk, FILE_DIFF_CAP), True
+        if total + len(chunk) > TOTAL_DIFF_CAP:
+            chunk, file_truncated = b"", True
+        total += len(chunk)
+        truncated = truncated or file_truncated
+        files.append(
+            {
+                "path": path,
+                "old_path": old_path,
+                "status": STATUS_BY_LETTER.get(letter, "modified"),
+                "additions": 0 if binary else int(added),
+                "deletions": 0 if binary else int(deleted),
+                "binary": binary,
+                "truncated": file_truncated,
+                "diff": chunk.decode("utf-8", errors="replace"),
+            }
+        )
+    return {
+        "files": files,
+        "additions": sum(f["additions"] for f in files),
+        "deletions": sum(f["deletions"] for f in files),
+        "truncated": truncated,
+    }
+
+
+def review_prompt(review: ReviewCreate) -> str:
+    lines = ["Review comments on your changes:", ""]
+    for number, comment in enumerate(review.comments, 1):
+        lines.append(f"{number}. {comment.path}:{comment.line}")
+        lines.extend(f"   {text}" for text in comment.body.splitlines())
+    if review.message.strip():
+        lines += ["", review.message.strip()]
+    return "\n".join(lines)
+
+
+class ChangesService:
+    def __init__(
+        self, db: Database, git: GitRunner, repositories: RepositoryService, bus: EventBus
+    ) -> None:
+        self.db = db
+        self.git = git
+        self.repositories = repositories
+        self.bus = bus
+        self.sessions: Any = None  # SessionService (review prompts), set by the container
+        self._fingerprints: dict[str, str] = {}
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def changes(self, task_id: str) -> dict[str, Any]:
+        task, repository = await self.repositories.task_repository(task_id)
+        return await self._changes(task, repository)
+
+    async def _changes(self, task: Task, repository: Repository) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "branch": task.branch or None,
+            "base_branch": task.base_branch or None,
+            "merge_base": None,
+            "files": [],
+            "additions": 0,
+            "deletions": 0,
+            "truncated": False,
+        }
+        if not task.branch:
+            return answer  # no session yet: nothing changed
+        async with self.git.lock(repository.path):
+            merge_base, output = await self._diff(task, repository, patch=True)
+        answer["merge_base"] = merge_base
+        answer.update(await asyncio.to_thread(parse_changes, output))
+        return answer
+
+    async def _merge_base(self, repository: Repository, task: Task) -> str:
+        base = task.base_branch or repository.default_branch
+        result = await self.git.run(
+            repository.path,
+            "merge-base",
+            f"refs/heads/{base}",
+            f"refs/heads/{task.branch}",
+            check=False,
+        )
+        if result.returncode != 0:
+            raise Conflict(f"no merge base between {base!r} and {task.branch!r}")
+        return result.text
+
+    async def _diff(
+        self, task: Task, repository: Repository, *, patch: bool
+    ) -> tuple[str, DiffOutput]:
+        """Under the repository lock: the merge base and the diff against it."""
+        merge_base = await self._merge_base(repository, task)
+        worktree = Path(task.worktree_path) if task.worktree_path else None
+        if worktree is None or not worktree.is_dir():
+            # No worktree (yet, or any more): what the branch holds.
+            return merge_base, await self._run_diff(
+                repository.path, [merge_base, f"refs/heads/{task.branch}"], None, patch
+            )
+        async with self._snapshot_index(worktree) as env:
+            await self.git.run(worktree, "add", "-A", env=env)
+            output = await self._run_diff(worktree, ["--cached", merge_base], env, patch)
+        return merge_base, output
+
+    async def _run_diff(
+        self, cwd: str | Path, spec: list[str], env: dict[str, str] | None, patch: bool
+    ) -> DiffOutput:
+        common = ["diff", "--find-renames", "--no-ext-diff", "--no-color", *spec]
+        name_status = await self.git.run(
+            cwd, *common[:1], "-z", "--name-status", *common[1:], env=env
+        )
+        if not patch:
+            return DiffOutput(name_status.stdout, b"", b"")
+        numstat = await self.git.run(cwd, *common[:1], "-z", "--numstat", *common[1:], env=env)
+        full = await self.git.run(cwd, *common, env=env)
+        return DiffOutput(name_status.stdout, numstat.stdout, full.stdout)
+
+    @asynccontextmanager
+    async def _snapshot_index(self, worktree: Path) -> AsyncIterator[dict[str, str]]:
+        """GIT_INDEX_FILE pointing at a throwaway copy of the worktree's index."""
+        index = (await self.git.run(worktree, "rev-parse", "--git-path", "index")).text
+        index_path = Path(index) if os.path.isabs(index) else worktree / index
+        folder = tempfile.mkdtemp(prefix="kandev-index-")
+        try:
+            copy = os.path.join(folder, "index")
+            if index_path.exists():
+                await asyncio.to_thread(shutil.copyfile, index_path, copy)
+            yield {"GIT_INDEX_FILE": copy}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    async def _changed_paths(self, task: Task, repository: Repository) -> set[str]:
+        if not task.branch:
+            return set()
+        async with self.git.lock(repository.path):
+            _, output = await self._diff(task, repository, patch=False)
+        tokens = [t for t in _tokens(output.name_status)]
+        paths: set[str] = set()
+        i = 0
+        while i < len(tokens) and tokens[i]:
+            if tokens[i][0] in "RC":
+                paths.update(tokens[i + 1 : i + 3])
+                i += 3
+            else:
+                paths.add(tokens[i + 1])
+                i += 2
+        return paths
+
+    async def overlaps(self, task_id: str) -> dict[str, Any]:
+        """Other open tasks of the same repository whose changes touch the same files."""
+        task, repository = await self.repositories.task_repository(task_id)
+        mine = await self._changed_paths(task, repository)
+        async with self.db.read() as conn:
+            others = [
+                await task_repository.get_task(conn, row["id"])
+                for row in await repository_sql.open_task_rows_on(conn, repository.id)
+                if row["id"] != task.id
+            ]
+        found = []
+        for other in others:
+            if other is None or not mine:
+                continue
+            try:
+                shared = mine & await self._changed_paths(other, repository)
+            except KandevError:
+                continue  # its branch is gone or unrelated: it overlaps nothing
+            if shared:
+                found.append(
+                    {
+                        "task_id": other.id,
+                        "title": other.title,
+                        "branch": other.branch,
+                        "files": sorted(shared),
+                    }
+                )
+        return {"overlaps": found, "total": len(found)}
+
+    # --- acting -------------------------------------------------------------------------
+
+    async def review(self, task_id: str, review: ReviewCreate) -> dict[str, Any]:
+        """The comments as one prompt to the task's primary session."""
+        task, _ = await self.repositories.task_repository(task_id)
+        async with self.db.read() as conn:
+            sessions = await session_repository.list_task_sessions(conn, task.id)
+        primary = next((s for s in sessions if s.is_primary), None)
+        if primary is None:
+            raise Conflict("the task has no session to review; start one first")
+        result = await self.sessions.prompt(primary.id, review_prompt(review))
+        return {"session_id": result.session_id, "turn_id": result.turn_id, "queued": result.queued}
+
+    async def commit(self, task_id: str, data: CommitCreate) -> dict[str, Any]:
+        task, repository = await self.repositories.task_repository(task_id)
+        worktree = Path(task.worktree_path) if task.worktree_path else None
+        if worktree is None or not worktree.is_dir():
+            raise Conflict("the task has no worktree; start a session first")
+        async with self.git.lock(repository.path):
+            await self.git.run(worktree, "add", "-A")
+            staged = await self.git.run(worktree, "diff", "--cached", "--quiet", check=False)
+            if staged.returncode == 0:
+                raise Conflict("nothing to commit")
+            identity = await self.git.identity_args(worktree)
+            await self.git.run(
+                worktree, *identity, "commit", "-q", "--no-verify", "-m", data.message
+            )
+            commit = (await self.git.run(worktree, "rev-parse", "HEAD")).text
+            listed = await self.git.run(
+                worktree, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", commit
+            )
+        files = [p for p in _tokens(listed.stdout) if p]
+        return {"commit": commit, "files": files}
+
+    async def merge(self, task_id: str, data: MergeCreate) -> dict[str, Any]:
+        task, repository = await self.repositories.task_repository(task_id)
+        if not task.branch:
+            raise Conflict("the task has no branch yet; start a session first")
+        repo = repository.path
+        base = task.base_branch or repository.default_branch
+        base_ref = f"refs/heads/{base}"
+        async with self.git.lock(repo):
+            base_oid = (await self.git.run(repo, "rev-parse", "--verify", base_ref)).text
+            branch_ref = f"refs/heads/{task.branch}"
+            branch_oid = (await self.git.run(repo, "rev-parse", "--verify", branch_ref)).text
+            merged = await self.git.run(
+                repo, "merge-base", "--is-ancestor", branch_oid, base_oid, check=False
+            )
+            if merged.returncode == 0:
+                raise Conflict(f"nothing to merge: {base!r} already has every commit of the branch")
+            result = await self.git.run(
+                repo,
+                "merge-tree",
+                "--write-tree",
+                "-z",
+                "--name-only",
+                base_oid,
+                branch_oid,
+                check=False,
+            )
+            tokens = _tokens(result.stdout)
+            if result.returncode == 1:
+                conflicts = sorted({t for t in tokens[1 : tokens.index("", 1)] if t})
+                raise MergeConflict(conflicts)
+            if result.returncode != 0:
+                raise Conflict(f"the merge could not be computed: {result.stderr.decode().strip()}")
+            tree = tokens[0]
+            head = await self.git.run(repo, "symbolic-ref", "-q", "HEAD", check=False)
+            checked_out = head.returncode == 0 and head.text == base_ref
+            if checked_out:
+                dirty = await self.git.run(repo, "status", "--porcelain", "--untracked-files=no")
+                if dirty.text:
+                    raise Conflict(
+                        f"the repository's checkout of {base!r} has uncommitted changes; "
+                        "commit or stash them first"
+                    )
+            squash = data.strategy == "squash"
+            message = data.message.strip() or (
+                f"{task.title} (squashed from {task.branch})"
+                if squash
+                else f"Merge branch '{task.branch}' into {base}"
+            )
+            parents = ["-p", base_oid] + ([] if squash else ["-p", branch_oid])
+            identity = await self.git.identity_args(repo)
+            commit = (
+                await self.git.run(repo, *identity, "commit-tree", tree, *parents, "-m", message)
+            ).text
+            if checked_out:
+                moved = await self.git.run(repo, "merge", "--ff-only", "-q", commit, check=False)
+                if moved.returncode != 0:
+                    raise Conflict(
+                        "the merge would overwrite files in the repository's checkout: "
+                        + moved.stderr.decode(errors="replace").strip()
+                    )
+            else:
+                await self.git.run(repo, "update-ref", base_ref, commit, base_oid)
+        return {"commit": commit, "strategy": data.strategy, "base_branch": base}
+
+    # --- events -------------------------------------------------------------------------
+
+    async def publish_if_changed(self, task_id: str) -> bool:
+        """After a turn: `task.changes_updated` when the task's changes differ from what was
+        last seen (the first look compares with "no changes")."""
+        async with self.db.read() as conn:
+            task = await task_repository.get_task(conn, task_id)
+            repository = (
+                await repository_sql.get_repository(conn, task.repository_id)
+                if task is not None and task.repository_id
+                else None
+            )
+            owner_id = await task_owner_id(conn, task_id) if repository is not None else ""
+        if task is None or repository is None:
+            return False
+        changes = await self._changes(task, repository)
+        summary = {
+            "branch": changes["branch"],
+            "base_branch": changes["base_branch"],
+            "merge_base": changes["merge_base"],
+            "additions": changes["additions"],
+            "deletions": changes["deletions"],
+            "truncated": changes["truncated"],
+            "files": [
+                {k: f[k] for k in ("path", "old_path", "status", "additions", "deletions")}
+                for f in changes["files"]
+            ],
+        }
+        diffs = [(f["path"], f["diff"]) for f in changes["files"]]
+        fingerprint = hashlib.sha256(
+            json.dumps([summary["files"], diffs], sort_keys=True).encode()
+        ).hexdigest()
+        empty = hashlib.sha256(json.dumps([[], []]).encode()).hexdigest()
+        if self._fingerprints.get(task_id, empty) == fingerprint:
+            return False
+        self._fingerprints[task_id] = fingerprint
+        self.bus.publish(
+            CHANGES_UPDATED,
+            {"task_id": task_id, "changes": summary},
+            task_id=task_id,
+            owner_id=owner_id,
+        )
+        return True
+
+    async def follow_turns(self) -> None:
+        """Background: after each agent turn of a task on a repository, look at its changes."""
+        stream = self.bus.subscribe()
+        try:
+            while True:
+                event = await stream.next()
+                if event is None or event.type != TURN_COMPLETED or not event.task_id:
+                    continue
+                try:
+                    await self.publish_if_changed(event.task_id)
+                except KandevError as exc:
+                    log.info("changes of task %s not read: %s", event.task_id, exc.message)
+                except Exception:
+                    log.exception("reading the changes of task %s failed", event.task_id)
+        finally:
+            stream.close()

@@ -1,0 +1,81 @@
+"""SQL for repositories (and the task columns that point at them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.db.tables import repositories, tasks
+from kandev.repos.models import Repository
+
+
+async def insert_repository(conn: AsyncConnection, values: dict[str, Any]) -> Repository:
+    await conn.execute(insert(repositories).values(**values))
+    repository = await get_repository(conn, values["id"])
+    assert repository is not None
+    return repository
+
+
+async def get_repository(conn: AsyncConnection, repository_id: str) -> Repository | None:
+    row = (
+        (await conn.execute(select(repositories).where(repositories.c.id == repository_id)))
+        .mappings()
+        .first()
+    )
+    return Repository.from_row(row) if row else None
+
+
+async def list_repositories(conn: AsyncConnection, workspace_id: str) -> list[Repository]:
+    rows = (
+        await conn.execute(
+            select(repositories)
+            .where(repositories.c.workspace_id == workspace_id)
+            .order_by(repositories.c.created_at, repositories.c.id)
+        )
+    ).mappings()
+    return [Repository.from_row(r) for r in rows]
+
+
+async def update_repository(
+    conn: AsyncConnection, repository_id: str, values: dict[str, Any]
+) -> None:
+    await conn.execute(
+        update(repositories).where(repositories.c.id == repository_id).values(**values)
+    )
+
+
+async def delete_repository(conn: AsyncConnection, repository_id: str) -> None:
+    await conn.execute(delete(repositories).where(repositories.c.id == repository_id))
+
+
+async def count_tasks_on(conn: AsyncConnection, repository_id: str) -> int:
+    stmt = select(func.count()).select_from(tasks).where(tasks.c.repository_id == repository_id)
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def open_task_rows_on(conn: AsyncConnection, repository_id: str) -> list[dict[str, Any]]:
+    """Unarchived tasks of a repository that have a branch (overlap candidates)."""
+    rows = (
+        await conn.execute(
+            select(tasks.c.id, tasks.c.title, tasks.c.branch, tasks.c.worktree_path)
+            .where(
+                tasks.c.repository_id == repository_id,
+                tasks.c.archived_at.is_(None),
+                tasks.c.branch != "",
+            )
+            .order_by(tasks.c.created_at, tasks.c.id)
+        )
+    ).mappings()
+    return [dict(r) for r in rows]
+
+
+async def set_task_worktree(
+    conn: AsyncConnection, task_id: str, *, branch: str, worktree_path: str, now: Any
+) -> None:
+    await conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id)
+        .values(branch=branch, worktree_path=worktree_path, updated_at=now)
+    )

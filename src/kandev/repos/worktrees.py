@@ -1,0 +1,241 @@
+"""Task worktrees: one git worktree per task, on its own branch, in the data dir.
+
+The first session of a task on a repository creates `<data_dir>/worktrees/<task_id>` on a
+new branch `kandev/<slug>-<6 hex>` from the task's base branch, copies the repository's
+`copy_files` into it and runs its `setup_script` there (output recorded in the conversation;
+a failure is reported, not fatal). Later sessions reuse it; a worktree that went missing is
+recreated from its branch. Deleting the task removes the worktree, and the branch when it
+holds nothing that is not in the base.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kandev.agents.runtime import AgentFailed
+from kandev.board import task_repository
+from kandev.board.models import Task
+from kandev.clock import Clock
+from kandev.config import Settings
+from kandev.db.engine import Database
+from kandev.errors import KandevError
+from kandev.repos import repository_sql
+from kandev.repos.git import GitRunner, same_path
+from kandev.repos.models import Repository
+from kandev.sessions.models import Session
+
+log = logging.getLogger(__name__)
+SETUP_TIMEOUT_SECONDS = 600.0
+SETUP_OUTPUT_LIMIT = 64 * 1024  # what the conversation keeps of a setup script's output
+SETUP_MESSAGE_TYPE = "setup_script"
+SLUG_LENGTH = 40
+
+
+def branch_slug(title: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:SLUG_LENGTH].strip("-")
+    return slug or "task"
+
+
+def new_branch_name(title: str) -> str:
+    return f"kandev/{branch_slug(title)}-{secrets.token_hex(3)}"
+
+
+def _copy_into(repo: Path, worktree: Path, relative: str) -> str | None:
+    """Copy one repository-relative file or directory; a reason when it was not copied."""
+    source = (repo / relative).resolve()
+    root = repo.resolve()
+    if source != root and root not in source.parents:
+        return f"{relative}: outside the repository"
+    if not source.exists():
+        return f"{relative}: not found"
+    target = worktree / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+    else:
+        shutil.copy2(source, target)
+    return None
+
+
+class WorktreeService:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        git: GitRunner,
+        settings: Settings,
+        recorder: Any,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.git = git
+        self.settings = settings
+        self.recorder = recorder  # SessionRecorder: setup output goes into the conversation
+
+    def worktree_dir(self, task_id: str) -> Path:
+        return self.settings.data_dir / "worktrees" / task_id
+
+    async def ensure_worktree(self, task: Task, session: Session) -> Path:
+        """The task's worktree (created or recreated as needed): the agent's cwd.
+        Raises AgentFailed with a readable reason."""
+        try:
+            created, path, repository = await self._ensure(task.id)
+        except KandevError as exc:
+            raise AgentFailed(f"the task's worktree could not be prepared: {exc.message}") from None
+        if created:
+            await self._prepare(repository, path, session)
+        return path
+
+    async def _ensure(self, task_id: str) -> tuple[bool, Path, Repository]:
+        async with self.db.read() as conn:
+            task = await task_repository.get_task(conn, task_id)
+            repository = (
+                await repository_sql.get_repository(conn, task.repository_id)
+                if task is not None
+                else None
+            )
+        if task is None:
+            raise AgentFailed("the session's task no longer exists")
+        if repository is None:
+            raise AgentFailed("the task's repository is no longer registered")
+        repo = repository.path
+        async with self.git.lock(repo):
+            async with self.db.read() as conn:  # fresh: another session may have made it
+                current = await task_repository.get_task(conn, task_id)
+            assert current is not None
+            if current.worktree_path and await self._is_worktree(Path(current.worktree_path)):
+                return False, Path(current.worktree_path), repository
+            path = Path(current.worktree_path) if current.worktree_path else None
+            path = path or self.worktree_dir(task_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            await self.git.run(repo, "worktree", "prune")
+            if current.branch and await self.git.branch_exists(repo, current.branch):
+                # Recreated from its branch: what was committed there is all there is.
+                if path.exists():
+                    shutil.rmtree(path)
+                await self.git.run(repo, "worktree", "add", "--", str(path), current.branch)
+                return False, path, repository
+            branch = current.branch or new_branch_name(current.title)
+            base = current.base_branch or repository.default_branch
+            if path.exists():
+                shutil.rmtree(path)
+            await self.git.run(
+                repo, "worktree", "add", "-b", branch, "--", str(path), f"refs/heads/{base}"
+            )
+            async with self.db.write() as conn:
+                await repository_sql.set_task_worktree(
+                    conn, task_id, branch=branch, worktree_path=str(path), now=self.clock.now()
+                )
+            return True, path, repository
+
+    async def _is_worktree(self, path: Path) -> bool:
+        if not await asyncio.to_thread(path.is_dir):
+            return False
+        result = await self.git.run(path, "rev-parse", "--show-toplevel", check=False)
+        return result.returncode == 0 and await asyncio.to_thread(same_path, result.text, path)
+
+    async def _prepare(self, repository: Repository, path: Path, session: Session) -> None:
+        notes: list[str] = []
+        for relative in repository.copy_files:
+            try:
+                reason = await asyncio.to_thread(_copy_into, Path(repository.path), path, relative)
+            except OSError as exc:
+                reason = f"{relative}: {exc}"
+            if reason:
+                notes.append(f"copy_files: {reason}")
+        if notes:
+            await self._say(session, "\n".join(notes), {"status": "warning"})
+        if repository.setup_script.strip():
+            await self.run_setup_script(repository.setup_script, path, session)
+
+    async def run_setup_script(self, script: str, cwd: Path, session: Session) -> None:
+        """The user's setup script, run as a file (`sh FILE`) in the worktree; its output
+        (stdout and stderr together) becomes one system message. Never raises."""
+        fd, script_path = tempfile.mkstemp(prefix="kandev-setup-", suffix=".sh")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(script)
+            status, output = await self._run_script(script_path, cwd)
+        finally:
+            os.unlink(script_path)
+        ok = status == 0
+        head = "setup script finished" if ok else f"setup script failed ({status_text(status)})"
+        if len(output) > SETUP_OUTPUT_LIMIT:
+            output = output[-SETUP_OUTPUT_LIMIT:]
+        content = f"{head}\n{output}".rstrip()
+        await self._say(session, content, {"status": "ok" if ok else "failed", "exit": status})
+
+    async def _run_script(self, script_path: str, cwd: Path) -> tuple[int | None, str]:
+        proc = await asyncio.create_subprocess_exec(
+            "sh",
+            script_path,
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            async with asyncio.timeout(SETUP_TIMEOUT_SECONDS):
+                out, _ = await proc.communicate()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None, "timed out"
+        except BaseException:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        return proc.returncode, out.decode("utf-8", errors="replace")
+
+    async def _say(self, session: Session, content: str, metadata: dict[str, Any]) -> None:
+        await self.recorder.add_message(
+            session,
+            None,
+            type=SETUP_MESSAGE_TYPE,
+            content=content,
+            metadata=metadata,
+            author_type="system",
+        )
+
+    async def remove_for_task(self, task: Task) -> None:
+        """After the task is deleted: its worktree goes, and its branch too when every commit
+        on it is in the base. Failures are logged (the task is gone either way)."""
+        if not task.repository_id or not (task.worktree_path or task.branch):
+            return
+        async with self.db.read() as conn:
+            repository = await repository_sql.get_repository(conn, task.repository_id)
+        if repository is None:
+            return
+        repo = repository.path
+        try:
+            async with self.git.lock(repo):
+                if task.worktree_path and await asyncio.to_thread(
+                    os.path.exists, task.worktree_path
+                ):
+                    await self.git.run(
+                        repo, "worktree", "remove", "--force", "--", task.worktree_path
+                    )
+                await self.git.run(repo, "worktree", "prune")
+                if task.branch and await self.git.branch_exists(repo, task.branch):
+                    base = task.base_branch or repository.default_branch
+                    ahead = await self.git.run(
+                        repo, "rev-list", "--count", f"refs/heads/{base}..refs/heads/{task.branch}"
+                    )
+                    if ahead.text == "0":
+                        await self.git.run(repo, "branch", "-D", "--", task.branch)
+        except KandevError:
+            log.exception("cleaning up the worktree of task %s failed", task.id)
+
+
+def status_text(status: int | None) -> str:
+    return "timed out" if status is None else f"exit {status}"
