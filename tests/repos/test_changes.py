@@ -1,0 +1,178 @@
+"""A task's changes, commit, merge and overlaps against real repositories (CONTRACT §10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kandev.errors import Conflict
+from kandev.repos.changes import FILE_DIFF_CAP, MAX_FILES, TOTAL_DIFF_CAP, MergeConflict
+from kandev.repos.inputs import CommitCreate, MergeCreate
+from tests.repos.conftest import RepoBoard
+from tests.repos.git_helpers import checkout_state, commit_all, git
+
+
+async def test_changes_cover_committed_staged_unstaged_untracked_renames_binary(
+    board: RepoBoard,
+) -> None:
+    task = await board.task()
+    path, task = await board.worktree(task)
+    empty = await board.services.changes.changes(task.id)
+    assert empty["files"] == [] and empty["branch"] == task.branch
+    assert empty["base_branch"] == "main"
+    assert empty["merge_base"] == git(board.repo, "rev-parse", "main")
+    (path / "committed.txt").write_text("one\ntwo\n")
+    commit_all(path, "on the branch")
+    (path / "staged.txt").write_text("staged\n")
+    git(path, "add", "staged.txt")
+    (path / "README.md").write_text("# demo\nmore\n")  # unstaged
+    (path / "untracked.txt").write_text("new\n")
+    git(path, "mv", "src/app.py", "src/main.py")
+    (path / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    index_before = git(path, "status", "--porcelain")
+    changes = await board.services.changes.changes(task.id)
+    assert git(path, "status", "--porcelain") == index_before  # the real index untouched
+    by_path = {f["path"]: f for f in changes["files"]}
+    assert set(by_path) == {
+        "committed.txt", "staged.txt", "README.md", "untracked.txt", "src/main.py", "logo.bin",
+    }  # fmt: skip
+    assert by_path["committed.txt"]["status"] == "added"
+    assert (by_path["committed.txt"]["additions"], by_path["committed.txt"]["deletions"]) == (2, 0)
+    assert by_path["README.md"]["status"] == "modified"
+    assert "+more" in by_path["README.md"]["diff"]
+    assert by_path["README.md"]["diff"].startswith("diff --git a/README.md b/README.md")
+    assert by_path["untracked.txt"]["status"] == "added"
+    rename = by_path["src/main.py"]
+    assert (rename["status"], rename["old_path"]) == ("renamed", "src/app.py")
+    assert by_path["logo.bin"]["binary"] is True and by_path["logo.bin"]["additions"] == 0
+    assert changes["additions"] == sum(f["additions"] for f in changes["files"])
+    assert changes["truncated"] is False
+    assert all(f["truncated"] is False for f in changes["files"])
+
+
+async def test_diffs_are_capped_per_file_and_in_all(board: RepoBoard) -> None:
+    task = await board.task()
+    path, task = await board.worktree(task)
+    line = "x" * 99 + "\n"
+    (path / "huge.txt").write_text(line * (FILE_DIFF_CAP // 100 + 100))
+    for i in range(12):  # 12 files of ~200 KiB: over 2 MiB
+        (path / f"big{i:02}.txt").write_text(f"{i}" * 99 + "\n" + line * 2000)
+    changes = await board.services.changes.changes(task.id)
+    by_path = {f["path"]: f for f in changes["files"]}
+    assert by_path["huge.txt"]["truncated"] is True
+    assert len(by_path["huge.txt"]["diff"].encode()) <= FILE_DIFF_CAP
+    assert by_path["huge.txt"]["additions"] == FILE_DIFF_CAP // 100 + 100  # counts stay whole
+    assert changes["truncated"] is True
+    assert sum(len(f["diff"].encode()) for f in changes["files"]) <= TOTAL_DIFF_CAP
+    assert any(f["diff"] == "" and f["truncated"] for f in changes["files"])
+
+
+async def test_at_most_500_files(board: RepoBoard) -> None:
+    task = await board.task()
+    path, task = await board.worktree(task)
+    (path / "many").mkdir()
+    for i in range(MAX_FILES + 5):
+        (path / "many" / f"{i:04}.txt").write_text(f"{i}\n")
+    changes = await board.services.changes.changes(task.id)
+    assert len(changes["files"]) == MAX_FILES and changes["truncated"] is True
+
+
+async def test_changes_of_one_task_never_show_in_another(board: RepoBoard) -> None:
+    one, two = await board.task("one"), await board.task("two")
+    path_one, one = await board.worktree(one)
+    _, two = await board.worktree(two)
+    (path_one / "only-one.txt").write_text("1\n")
+    assert [f["path"] for f in (await board.services.changes.changes(one.id))["files"]] == [
+        "only-one.txt"
+    ]
+    assert (await board.services.changes.changes(two.id))["files"] == []
+
+
+async def test_commit_and_nothing_to_commit(board: RepoBoard) -> None:
+    task = await board.task()
+    path, task = await board.worktree(task)
+    (path / "a.txt").write_text("a\n")
+    (path / "README.md").write_text("changed\n")
+    result = await board.services.changes.commit(task.id, CommitCreate(message="Add a"))
+    assert result["commit"] == git(path, "rev-parse", "HEAD")
+    assert sorted(result["files"]) == ["README.md", "a.txt"]
+    assert git(path, "log", "-1", "--format=%s") == "Add a"
+    assert git(path, "status", "--porcelain") == ""
+    with pytest.raises(Conflict, match="nothing to commit"):
+        await board.services.changes.commit(task.id, CommitCreate(message="again"))
+    # Committed work still counts as the task's changes.
+    files = (await board.services.changes.changes(task.id))["files"]
+    assert sorted(f["path"] for f in files) == ["README.md", "a.txt"]
+
+
+async def _task_with_commit(board: RepoBoard, files: dict[str, str], title: str = "t"):
+    task = await board.task(title)
+    path, task = await board.worktree(task)
+    for name, content in files.items():
+        (path / name).write_text(content)
+    await board.services.changes.commit(task.id, CommitCreate(message=f"work on {title}"))
+    return task, path
+
+
+async def test_merge_into_the_checked_out_base_updates_its_working_tree(board: RepoBoard) -> None:
+    task, _ = await _task_with_commit(board, {"feature.txt": "feature\n"})
+    old_main = git(board.repo, "rev-parse", "main")
+    result = await board.services.changes.merge(task.id, MergeCreate())
+    assert git(board.repo, "rev-parse", "main") == result["commit"]
+    parents = git(board.repo, "log", "-1", "--format=%P", "main").split()
+    assert parents == [old_main, git(board.repo, "rev-parse", task.branch)]
+    assert (board.repo / "feature.txt").read_text() == "feature\n"  # as `git merge` leaves it
+    assert git(board.repo, "status", "--porcelain") == ""
+    with pytest.raises(Conflict, match="nothing to merge"):
+        await board.services.changes.merge(task.id, MergeCreate())
+
+
+async def test_squash_merge_with_another_branch_checked_out(board: RepoBoard) -> None:
+    git(board.repo, "checkout", "-q", "-b", "elsewhere")
+    (board.repo / "wip.txt").write_text("user's uncommitted work\n")
+    before = checkout_state(board.repo)
+    task, _ = await _task_with_commit(board, {"feature.txt": "feature\n"}, "Squash me")
+    old_main = git(board.repo, "rev-parse", "main")
+    result = await board.services.changes.merge(task.id, MergeCreate(strategy="squash"))
+    assert git(board.repo, "rev-parse", "main") == result["commit"]
+    assert git(board.repo, "log", "-1", "--format=%P", "main").split() == [old_main]
+    assert git(board.repo, "show", "main:feature.txt") == "feature"
+    status, head, _ = checkout_state(board.repo)
+    assert (status, head) == before[:2]  # the user's checkout is untouched
+    assert git(board.repo, "rev-parse", "--abbrev-ref", "HEAD") == "elsewhere"
+
+
+async def test_merge_conflict_leaves_the_repository_untouched(board: RepoBoard) -> None:
+    task, _ = await _task_with_commit(board, {"README.md": "theirs\n", "new.txt": "n\n"})
+    (board.repo / "README.md").write_text("ours\n")
+    commit_all(board.repo, "a conflicting change on main")
+    before = checkout_state(board.repo)
+    with pytest.raises(MergeConflict) as caught:
+        await board.services.changes.merge(task.id, MergeCreate())
+    assert caught.value.conflicts == ["README.md"]
+    assert checkout_state(board.repo) == before
+
+
+async def test_a_dirty_checkout_of_the_base_refuses_the_merge(board: RepoBoard) -> None:
+    task, _ = await _task_with_commit(board, {"feature.txt": "feature\n"})
+    (board.repo / "README.md").write_text("the user is editing this\n")
+    before = checkout_state(board.repo)
+    with pytest.raises(Conflict, match="uncommitted changes"):
+        await board.services.changes.merge(task.id, MergeCreate())
+    assert checkout_state(board.repo) == before
+
+
+async def test_overlaps_name_other_open_tasks_touching_the_same_files(board: RepoBoard) -> None:
+    one, two, three = await board.task("one"), await board.task("two"), await board.task("three")
+    p1, one = await board.worktree(one)
+    p2, two = await board.worktree(two)
+    p3, three = await board.worktree(three)
+    (p1 / "README.md").write_text("one\n")
+    (p1 / "a.txt").write_text("a\n")
+    (p2 / "README.md").write_text("two\n")
+    commit_all(p2, "two")
+    (p3 / "other.txt").write_text("3\n")
+    overlaps = await board.services.changes.overlaps(one.id)
+    assert overlaps["overlaps"] == [
+        {"task_id": two.id, "title": "two", "branch": two.branch, "files": ["README.md"]}
+    ]
+    assert (await board.services.changes.overlaps(three.id))["overlaps"] == []
