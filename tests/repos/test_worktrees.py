@@ -176,3 +176,28 @@ async def test_concurrent_git_operations_on_one_repository(board: RepoBoard) -> 
         current = await board.services.tasks.get_task(task.id)
         assert git(paths[i], "log", "-1", "--format=%s") == f"commit {i}"
         assert current.branch
+
+
+async def test_creating_the_worktree_announces_the_task(board: RepoBoard) -> None:
+    task = await board.task()
+    stream = board.services.bus.subscribe()
+    try:
+        _, task = await board.worktree(task)
+        seen = []
+        while not stream.queue.empty():  # published synchronously, before the call returned
+            seen.append(stream.queue.get_nowait())
+    finally:
+        stream.close()
+    updates = [e for e in seen if e.type == "task.updated" and e.task_id == task.id]
+    assert updates and updates[-1].data["task"]["branch"] == task.branch
+    assert updates[-1].data["task"]["worktree_path"] == task.worktree_path
+
+
+def test_a_missing_git_binary_is_a_clear_error(monkeypatch) -> None:
+    import pytest
+
+    from kandev.repos import git as git_module
+
+    monkeypatch.setattr(git_module.shutil, "which", lambda name: None)
+    with pytest.raises(git_module.GitUnavailable, match="git is not installed"):
+        git_module.GitRunner.binary()

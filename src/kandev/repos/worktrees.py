@@ -11,17 +11,20 @@ holds nothing that is not in the base.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from kandev.agents.runtime import AgentFailed
 from kandev.board import task_repository
+from kandev.board.events import TASK_UPDATED, add_task_event, pending_events
 from kandev.board.models import Task
 from kandev.clock import Clock
 from kandev.config import Settings
@@ -34,8 +37,9 @@ from kandev.sessions.models import Session
 
 log = logging.getLogger(__name__)
 SETUP_TIMEOUT_SECONDS = 600.0
-SETUP_OUTPUT_LIMIT = 64 * 1024  # what the conversation keeps of a setup script's output
+SETUP_OUTPUT_LIMIT = 64 * 1024  # what the conversation keeps of a setup script's output (tail)
 SETUP_MESSAGE_TYPE = "setup_script"
+SETUP_STREAM_SECONDS = 0.5  # how often the running script's message shows new output
 SLUG_LENGTH = 40
 
 
@@ -130,10 +134,15 @@ class WorktreeService:
             await self.git.run(
                 repo, "worktree", "add", "-b", branch, "--", str(path), f"refs/heads/{base}"
             )
+            events = pending_events(getattr(self.recorder, "bus", None))
             async with self.db.write() as conn:
                 await repository_sql.set_task_worktree(
                     conn, task_id, branch=branch, worktree_path=str(path), now=self.clock.now()
                 )
+                updated = await task_repository.get_task(conn, task_id)
+                assert updated is not None
+                await add_task_event(conn, events, TASK_UPDATED, updated)  # branch, worktree
+            events.publish()
             return True, path, repository
 
     async def _is_worktree(self, path: Path) -> bool:
@@ -157,23 +166,28 @@ class WorktreeService:
             await self.run_setup_script(repository.setup_script, path, session)
 
     async def run_setup_script(self, script: str, cwd: Path, session: Session) -> None:
-        """The user's setup script, run as a file (`sh FILE`) in the worktree; its output
-        (stdout and stderr together) becomes one system message. Never raises."""
+        """The user's setup script, run as a file (`sh FILE`) in the worktree. Its output
+        (stdout and stderr together) streams into one system message, which ends saying
+        whether the script succeeded. Never raises: a failing script is reported."""
         fd, script_path = tempfile.mkstemp(prefix="kandev-setup-", suffix=".sh")
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(script)
-            status, output = await self._run_script(script_path, cwd)
+            message = await self._say(session, "setup script running", {"status": "running"})
+            status, output = await self._run_script(script_path, cwd, message)
         finally:
             os.unlink(script_path)
         ok = status == 0
         head = "setup script finished" if ok else f"setup script failed ({status_text(status)})"
-        if len(output) > SETUP_OUTPUT_LIMIT:
-            output = output[-SETUP_OUTPUT_LIMIT:]
-        content = f"{head}\n{output}".rstrip()
-        await self._say(session, content, {"status": "ok" if ok else "failed", "exit": status})
+        await self.recorder.update_message(
+            message,
+            content=f"{head}\n{output}".rstrip(),
+            metadata={"status": "ok" if ok else "failed", "exit": status},
+        )
 
-    async def _run_script(self, script_path: str, cwd: Path) -> tuple[int | None, str]:
+    async def _run_script(
+        self, script_path: str, cwd: Path, message: Any
+    ) -> tuple[int | None, str]:
         proc = await asyncio.create_subprocess_exec(
             "sh",
             script_path,
@@ -183,22 +197,37 @@ class WorktreeService:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
+        assert proc.stdout is not None
+        output = bytearray()
+        loop = asyncio.get_running_loop()
+        shown_at = loop.time()
         try:
             async with asyncio.timeout(SETUP_TIMEOUT_SECONDS):
-                out, _ = await proc.communicate()
+                while chunk := await proc.stdout.read(4096):
+                    output += chunk
+                    if len(output) > SETUP_OUTPUT_LIMIT:  # keep the tail: errors come last
+                        del output[: len(output) - SETUP_OUTPUT_LIMIT]
+                    if loop.time() - shown_at >= SETUP_STREAM_SECONDS:
+                        shown_at = loop.time()
+                        message = await self.recorder.update_message(
+                            message,
+                            content="setup script running\n" + _decode(output),
+                            metadata={"status": "running"},
+                        )
+                await proc.wait()
         except TimeoutError:
-            proc.kill()
+            _kill_group(proc)
             await proc.wait()
-            return None, "timed out"
+            return None, _decode(output)
         except BaseException:
             if proc.returncode is None:
-                proc.kill()
+                _kill_group(proc)
                 await proc.wait()
             raise
-        return proc.returncode, out.decode("utf-8", errors="replace")
+        return proc.returncode, _decode(output)
 
-    async def _say(self, session: Session, content: str, metadata: dict[str, Any]) -> None:
-        await self.recorder.add_message(
+    async def _say(self, session: Session, content: str, metadata: dict[str, Any]) -> Any:
+        return await self.recorder.add_message(
             session,
             None,
             type=SETUP_MESSAGE_TYPE,
@@ -235,6 +264,16 @@ class WorktreeService:
                         await self.git.run(repo, "branch", "-D", "--", task.branch)
         except KandevError:
             log.exception("cleaning up the worktree of task %s failed", task.id)
+
+
+def _decode(output: bytes | bytearray) -> str:
+    return bytes(output).decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """The script and whatever it started (its own session, so its own process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def status_text(status: int | None) -> str:
