@@ -106,8 +106,11 @@ def split_output(output: str) -> list[tuple[str, str]]:
     """[(where, that block's output)] in order, from the markers the script echoes."""
     sections: list[tuple[str, str]] = []
     for line in output.splitlines(keepends=True):
-        if line.startswith(MARK):
-            sections.append((line[len(MARK) :].strip(), ""))
+        if MARK in line:  # a block's output need not end with a newline
+            before, _, where = line.partition(MARK)
+            if sections and before:
+                sections[-1] = (sections[-1][0], sections[-1][1] + before + "\n")
+            sections.append((where.strip(), ""))
         elif sections:
             where, text = sections[-1]
             sections[-1] = (where, text + line)
