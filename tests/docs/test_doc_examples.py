@@ -130,7 +130,7 @@ def doc_server(tmp_path: Path) -> Iterator[ServeProcess]:
 )
 def test_examples_run(path: Path, doc_server: ServeProcess, tmp_path: Path) -> None:
     if shutil.which("jq") is None:
-        pytest.fail("the examples use jq (docs/install.md lists it); install it: apt-get install jq")
+        pytest.fail("the examples use jq (see docs/install.md): apt-get install jq")
     blocks = runnable_blocks(path)
     home = tmp_path / "home"
     home.mkdir()
@@ -170,3 +170,24 @@ def test_examples_run(path: Path, doc_server: ServeProcess, tmp_path: Path) -> N
     where, text = sections[-1] if sections else (str(path.relative_to(REPO)), output)
     why = f"timed out after {FILE_TIMEOUT:.0f} s" if timed_out else f"exit {proc.returncode}"
     pytest.fail(f"{where}: the example failed ({why}); its output:\n{text}", pytrace=False)
+
+
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def test_links_point_inside_the_repository() -> None:
+    """A user's clone has only the repository: every relative link resolves inside it."""
+    broken = []
+    for path in doc_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in LINK.finditer(line):
+                target = match["target"].split("#", 1)[0]
+                if not target or re.match(r"^[a-z]+:", target):
+                    continue  # an anchor on the same page, or a URL
+                resolved = (path.parent / target).resolve()
+                if not resolved.is_relative_to(REPO) or not resolved.exists():
+                    broken.append(f"{path.relative_to(REPO)}:{n}: {match['target']}")
+    text = "\n".join(line for p in doc_files() for line in p.read_text().splitlines())
+    assert "../shared" not in text, "a path outside the repository"
+    assert "CONTRACT" not in text, "the contract is not in a user's clone: link docs/ instead"
+    assert not broken, "\n".join(broken)
