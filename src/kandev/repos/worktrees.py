@@ -52,6 +52,12 @@ def new_branch_name(title: str) -> str:
     return f"kandev/{branch_slug(title)}-{secrets.token_hex(3)}"
 
 
+def _clear_directory(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def _copy_into(repo: Path, worktree: Path, relative: str) -> str | None:
     """Copy one repository-relative file or directory; a reason when it was not copied."""
     source = (repo / relative).resolve()
@@ -119,18 +125,15 @@ class WorktreeService:
                 return False, Path(current.worktree_path), repository
             path = Path(current.worktree_path) if current.worktree_path else None
             path = path or self.worktree_dir(task_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # A leftover directory that is no worktree (any more) makes way for the new one.
+            await asyncio.to_thread(_clear_directory, path)
             await self.git.run(repo, "worktree", "prune")
             if current.branch and await self.git.branch_exists(repo, current.branch):
                 # Recreated from its branch: what was committed there is all there is.
-                if path.exists():
-                    shutil.rmtree(path)
                 await self.git.run(repo, "worktree", "add", "--", str(path), current.branch)
                 return False, path, repository
             branch = current.branch or new_branch_name(current.title)
             base = current.base_branch or repository.default_branch
-            if path.exists():
-                shutil.rmtree(path)
             await self.git.run(
                 repo, "worktree", "add", "-b", branch, "--", str(path), f"refs/heads/{base}"
             )
