@@ -110,9 +110,9 @@ def test_single_question_selected_options_print_labels_with_ids():
     )
 
 
-def test_single_question_custom_text_hides_options():
+def test_single_question_custom_text_keeps_the_options():
     text = answer_text([DEPLOY], [answer("deploy", "go", custom_text="Only on Friday")], False, "")
-    assert text == "User answered: Only on Friday"
+    assert text == 'User selected: "Go ahead" (go)\nUser answered: Only on Friday'
 
 
 def test_single_question_empty_answer():
@@ -162,7 +162,7 @@ def test_multi_question_custom_text_and_no_answer():
         answer("region", "eu"),
     ]
     assert answer_text([DEPLOY, DB, REGION], answers, False, "") == (
-        'A1: Ship it after lunch\nA2: (no answer)\nA3: "Europe" (eu)'
+        'A1: "Go ahead" (go); answered: Ship it after lunch\nA2: (no answer)\nA3: "Europe" (eu)'
     )
 
 
@@ -277,3 +277,115 @@ def test_single_prompt_is_go_quoted():
     assert resume_prompt([question], [answer("deploy", "go")], False, "").splitlines()[1] == (
         'You previously asked the user: "Use \\"main\\"?\\tok"'
     )
+
+
+# --- resume_prompt: every selected option and the text, in every combination (issue 14) ------
+
+NEXT_STEP = {
+    "id": "next_step",
+    "prompt": "What next?",
+    "options": [
+        {"option_id": "go_ahead", "label": "Go ahead", "description": "Continue"},
+        {"option_id": "stop", "label": "Stop", "description": "Halt"},
+    ],
+}
+LANGS = {
+    "id": "langs",
+    "prompt": "Which languages?",
+    "options": [
+        {"option_id": "py", "label": "Python", "description": ""},
+        {"option_id": "js", "label": "JavaScript", "description": ""},
+        {"option_id": "go", "label": "Go", "description": ""},
+    ],
+}
+ASKED_ONE = 'You previously asked the user: "What next?"\n'
+ASKED_TWO = "You previously asked the user:\nQ1: What next?\nQ2: Which languages?\n\n"
+CONTINUE = "Please continue with this information."
+WITHOUT = "Please continue without this information."
+
+
+@pytest.mark.parametrize(
+    ("questions", "answers", "rejected", "reason", "body"),
+    [
+        pytest.param(
+            [NEXT_STEP],
+            [answer("next_step", "go_ahead")],
+            False,
+            "",
+            f'{ASKED_ONE}User selected: "Go ahead" (go_ahead)\n{CONTINUE}',
+            id="options-only",
+        ),
+        pytest.param(
+            [NEXT_STEP],
+            [answer("next_step", custom_text="both given")],
+            False,
+            "",
+            f"{ASKED_ONE}User answered: both given\n{CONTINUE}",
+            id="text-only",
+        ),
+        pytest.param(
+            [NEXT_STEP],
+            [answer("next_step", "go_ahead", custom_text="both given")],
+            False,
+            "",
+            f'{ASKED_ONE}User selected: "Go ahead" (go_ahead)\nUser answered: both given\n'
+            f"{CONTINUE}",
+            id="option-and-text",
+        ),
+        pytest.param(
+            [LANGS],
+            [answer("langs", "py", "go", custom_text="and some Rust")],
+            False,
+            "",
+            'You previously asked the user: "Which languages?"\n'
+            'User selected: "Python" (py), "Go" (go)\nUser answered: and some Rust\n'
+            f"{CONTINUE}",
+            id="multi-select-and-text",
+        ),
+        pytest.param(
+            [NEXT_STEP, LANGS],
+            [
+                answer("next_step", "go_ahead", custom_text="carefully"),
+                answer("langs", "py", "js", custom_text="no Go"),
+            ],
+            False,
+            "",
+            f'{ASKED_TWO}A1: "Go ahead" (go_ahead); answered: carefully\n'
+            f'A2: "Python" (py), "JavaScript" (js); answered: no Go\n{CONTINUE}',
+            id="several-questions-both",
+        ),
+        pytest.param(
+            [NEXT_STEP, LANGS],
+            [answer("next_step", custom_text="later"), answer("langs", "js")],
+            False,
+            "",
+            f'{ASKED_TWO}A1: later\nA2: "JavaScript" (js)\n{CONTINUE}',
+            id="several-questions-text-and-options",
+        ),
+        pytest.param(
+            [NEXT_STEP],
+            [],
+            True,
+            "not now",
+            f'The user declined to answer your question: "What next?"\nReason: not now\n{WITHOUT}',
+            id="rejected-with-reason",
+        ),
+        pytest.param(
+            [NEXT_STEP, LANGS],
+            [],
+            True,
+            "",
+            "The user declined to answer your questions:\nQ1: What next?\nQ2: Which languages?\n"
+            f"Reason: No reason provided\n{WITHOUT}",
+            id="rejected-without-reason",
+        ),
+    ],
+)
+def test_resume_prompt_names_every_option_and_the_text(
+    questions: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    rejected: bool,
+    reason: str,
+    body: str,
+) -> None:
+    assert resume_prompt(questions, answers, rejected, reason) == f"{RESUME_MARKER}\n{body}"

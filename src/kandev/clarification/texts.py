@@ -4,6 +4,8 @@ Formats follow reference clarification-baseline §3.11.1, with one change: where
 printed bare option ids (`[go wait]`), these texts print each option's label with its id
 (`"Go ahead" (go), "Wait" (wait)`), so the agent learns what the human chose in words.
 Every resume prompt starts with RESUME_MARKER on its own line (the demo agent looks for it).
+An answer with both options and text carries both (`User selected: …` then `User answered:
+…`; `A1: "Go ahead" (go); answered: …`), as the same-turn tool result does.
 """
 
 from __future__ import annotations
@@ -98,12 +100,15 @@ def format_selected(selected: Sequence[str], labels: Mapping[str, str]) -> str:
 
 
 def _answer_body(answer: Any, labels: Mapping[str, str]) -> str:
-    custom_text = _get(answer, "custom_text", "")
-    if custom_text:
-        return str(custom_text)  # custom text, when present, hides the selected options
+    """One answer of several: the selected options, the text, or both (nothing is dropped)."""
+    custom_text = str(_get(answer, "custom_text", ""))
     selected = list(_get(answer, "selected_options", ()))
+    if selected and custom_text:
+        return f"{format_selected(selected, labels)}; answered: {custom_text}"
     if selected:
         return format_selected(selected, labels)
+    if custom_text:
+        return custom_text
     return NO_ANSWER_BODY
 
 
@@ -135,12 +140,13 @@ def answer_text(
         only = questions[0] if questions else None
         labels = labels_for(_get(answer, "question_id", ""), only)
         custom_text = _get(answer, "custom_text", "")
-        if custom_text:
-            return f"User answered: {custom_text}"
         selected = list(_get(answer, "selected_options", ()))
-        if selected:
-            return f"User selected: {format_selected(selected, labels)}"
-        return NO_SPECIFIC_ANSWER
+        lines = []
+        if selected:  # every selected option, with its label, even when text came too
+            lines.append(f"User selected: {format_selected(selected, labels)}")
+        if custom_text:
+            lines.append(f"User answered: {custom_text}")
+        return "\n".join(lines) or NO_SPECIFIC_ANSWER
 
     by_question_id: dict[Any, Any] = {}
     for answer in answers:
