@@ -12,6 +12,26 @@ from kandev.services import Services
 router = APIRouter(prefix="/api/v1/clarification", tags=["clarification"])
 
 
+@router.get("")
+async def list_pending(
+    workspace_id: str | None = Query(default=None, max_length=64),
+    created_since: str | None = Query(default=None, max_length=64),
+    cursor: str | None = Query(default=None, max_length=512),
+    # A string so that `limit` is read by listing's rule (clamped, never rejected unless not
+    # an integer) exactly as the MCP tool's is.
+    limit: str | None = Query(default=None, max_length=32),
+    services: Services = Depends(get_services),
+) -> dict[str, Any]:
+    """The open questions the caller can see: list_pending_questions_kandev's envelope, order,
+    visibility and errors, by the same code (ClarificationService.list_pending)."""
+    return await services.clarifications.list_pending(
+        workspace_id=workspace_id,
+        created_since=created_since,
+        cursor=cursor,
+        limit=limit,  # type: ignore[arg-type]  # listing.clamp_limit parses it
+    )
+
+
 @router.post("/request")
 async def create_request(
     body: RequestInput, services: Services = Depends(get_services)

@@ -134,6 +134,7 @@ class Task:
         self,
         task_pending_action: str | None = None,
         primary_session_pending_action: str | None = None,
+        pending_clarification_id: str | None = None,
     ) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -156,6 +157,8 @@ class Task:
             # Filled by the clarification work; the keys are always present (CONTRACT §3).
             "task_pending_action": task_pending_action,
             "primary_session_pending_action": primary_session_pending_action,
+            # The active question bundle's pending_id, or null (CONTRACT §12).
+            "pending_clarification_id": pending_clarification_id,
         }
 
 

@@ -60,7 +60,10 @@ class Session:
         return None
 
     def to_json(
-        self, current_turn_id: str | None = None, pending_action: str | None = None
+        self,
+        current_turn_id: str | None = None,
+        pending_action: str | None = None,
+        pending_clarification_id: str | None = None,
     ) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -70,6 +73,8 @@ class Session:
             "agent_profile_id": self.agent_profile_id,
             "current_turn_id": current_turn_id,
             "pending_action": pending_action,
+            # The active question bundle's pending_id, or null (CONTRACT §12).
+            "pending_clarification_id": pending_clarification_id,
             "error_message": self.error_message,
             "hint": self.hint,
             "started_at": isoformat(self.started_at),

@@ -1,7 +1,8 @@
 """Pending-action projection onto tasks and sessions (reference §2.5), in batch.
 
 `pending_action` of a session and `task_pending_action` / `primary_session_pending_action`
-of a task come from one projection query over the sessions involved — no query per row.
+of a task come from one projection query over the sessions involved — no query per row;
+`pending_clarification_id` of both from one more (clarification.pending_ids).
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
+from kandev.clarification.pending_ids import (
+    pending_bundles_for_sessions,
+    session_pending_clarification_id,
+    task_pending_clarification_id,
+)
 from kandev.clarification.repository import (
     pending_actions_for_sessions,
     session_pending_action,
@@ -37,6 +43,7 @@ async def tasks_json(conn: AsyncConnection, tasks: list[Task]) -> list[dict[str,
         )
     ).all()
     actions = await pending_actions_for_sessions(conn, [r.id for r in rows]) if rows else {}
+    bundles = await pending_bundles_for_sessions(conn, [r.id for r in rows])
     by_task: dict[str, list[Any]] = {}
     for row in rows:
         by_task.setdefault(row.task_id, []).append(row)
@@ -51,6 +58,9 @@ async def tasks_json(conn: AsyncConnection, tasks: list[Task]) -> list[dict[str,
                 ),
                 primary_session_pending_action=(
                     session_pending_action(primary, actions) if primary else None
+                ),
+                pending_clarification_id=task_pending_clarification_id(
+                    [(r.id, r.state) for r in sessions], bundles
                 ),
             )
         )
@@ -72,10 +82,12 @@ async def sessions_json(conn: AsyncConnection, sessions: list[Session]) -> list[
         ).all()
     )
     actions = await pending_actions_for_sessions(conn, ids)
+    bundles = await pending_bundles_for_sessions(conn, ids)
     return [
         s.to_json(
             current_turn_id=current.get(s.id),
             pending_action=session_pending_action(s.id, actions),
+            pending_clarification_id=session_pending_clarification_id(s.id, bundles),
         )
         for s in sessions
     ]
