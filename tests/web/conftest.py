@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -28,6 +28,10 @@ SCRIPTED_AGENT = str(Path(__file__).resolve().parents[1] / "agents" / "scripted_
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 375, "height": 812}
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
+# The figures in docs/img are rewritten only on request (KANDEV_UPDATE_SCREENSHOTS=1), so a
+# plain `make test` leaves the tree clean; otherwise they go to the test's tmp_path.
+UPDATE_SCREENSHOTS = os.environ.get("KANDEV_UPDATE_SCREENSHOTS") == "1"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -79,6 +83,23 @@ def context(browser, server) -> Iterator:
 @pytest.fixture
 def page(context):
     return context.new_page()
+
+
+@pytest.fixture
+def screenshot(tmp_path) -> Callable[..., Path]:
+    """`screenshot(page, "board.png", full_page=False)`: taken on every run, written to
+    docs/img only with KANDEV_UPDATE_SCREENSHOTS=1, and checked to be a non-empty PNG."""
+
+    def take(page, name: str, **options) -> Path:
+        folder = SCREENSHOTS if UPDATE_SCREENSHOTS else tmp_path / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        page.screenshot(path=str(path), **options)
+        data = path.read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > len(PNG_SIGNATURE), path
+        return path
+
+    return take
 
 
 class Board:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, PHONE, SCREENSHOTS
+from tests.web.conftest import DESKTOP, PHONE
 
 PASSWORD = "s3cret-password"
 ADMIN = {"email": "admin@example.com", "password": PASSWORD, "display_name": "Ada Admin"}
@@ -120,11 +120,6 @@ def sign_in(page, who: dict, path: str = "/") -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
-def shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=False)
-
-
 def inbox_items(page):
     return page.locator("#inbox-list > .inbox-item")
 
@@ -132,7 +127,7 @@ def inbox_items(page):
 # --- sign-in and tokens ---------------------------------------------------------------
 
 
-def test_setup_login_tokens_and_only_own_workspaces(auth_context, auth_server) -> None:
+def test_setup_login_tokens_and_only_own_workspaces(auth_context, auth_server, screenshot) -> None:
     page = auth_context.new_page()
     page.goto("/settings/tokens")
     expect(page).to_have_url(re.compile(r"/setup$"))  # mode setup: the first admin first
@@ -161,7 +156,7 @@ def test_setup_login_tokens_and_only_own_workspaces(auth_context, auth_server) -
     page.get_by_label("Name").fill("throwaway")
     page.get_by_role("button", name="Create token").click()
     expect(page.locator("#new-token")).to_contain_text("throwaway")
-    shot(page, "settings-tokens.png")
+    screenshot(page, "settings-tokens.png")
     page.reload()  # shown once: a reload (a GET) does not show it again
     expect(page.locator("#new-token")).to_have_count(0)
     assert token not in page.content()
@@ -189,7 +184,7 @@ def test_setup_login_tokens_and_only_own_workspaces(auth_context, auth_server) -
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_have_text("invalid email or password")
     expect(page.get_by_label("Email")).to_have_value(MEMBER["email"])
-    shot(page, "login.png")
+    screenshot(page, "login.png")
     page.get_by_label("Password").fill(MEMBER["password"])
     page.get_by_role("button", name="Sign in").click()
     expect(page).to_have_url(auth_server.url + "/")
@@ -215,7 +210,7 @@ def test_signed_out_pages_go_to_login_and_come_back(
 # --- inbox ------------------------------------------------------------------------------
 
 
-def test_inbox_answers_in_place_and_stays_live(auth_context, admin_and_member) -> None:
+def test_inbox_answers_in_place_and_stays_live(auth_context, admin_and_member, screenshot) -> None:
     admin, member = admin_and_member
     first = admin.ask(admin.board("Payments"), "Pick a database for payments")
     second = admin.ask(admin.board("Search"), "Storage for the search index")
@@ -232,7 +227,7 @@ def test_inbox_answers_in_place_and_stays_live(auth_context, admin_and_member) -
     expect(inbox_items(page).nth(1).locator("[data-workspace]")).to_have_text("Search")
     expect(page.locator("#inbox-badge")).to_have_attribute("data-count", "2")
     expect(page).to_have_title("(2) Inbox · Kandev")
-    shot(page, "inbox.png")
+    screenshot(page, "inbox.png")
 
     # Answer the first in place, through the same overlay as the task page.
     item = page.locator(f"#inbox-{first['pending_id']}")
@@ -312,7 +307,7 @@ def test_badge_and_notification_follow_new_questions_on_any_page(
 # --- settings ---------------------------------------------------------------------------
 
 
-def test_mcp_page_copy_button_copies_the_config(browser, server) -> None:
+def test_mcp_page_copy_button_copies_the_config(browser, server, screenshot) -> None:
     ctx = browser.new_context(base_url=server.url, viewport=DESKTOP)
     ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     try:
@@ -330,7 +325,7 @@ def test_mcp_page_copy_button_copies_the_config(browser, server) -> None:
         expect(group.locator(".tool-name")).to_have_text(
             ["list_pending_questions_kandev", "answer_question_kandev"]
         )
-        shot(page, "settings-mcp.png")
+        screenshot(page, "settings-mcp.png")
     finally:
         ctx.close()
 

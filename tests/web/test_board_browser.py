@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, PHONE, SCREENSHOTS
+from tests.web.conftest import DESKTOP, PHONE
 
 
 def test_board_shows_one_column_per_step_and_cards_in_position_order(page, board) -> None:
@@ -144,16 +144,94 @@ def test_cards_move_live_when_moved_over_rest(page, board, rest) -> None:
     expect(backlog.locator("[data-count]")).to_have_text("0")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the task service publishes no task.created event yet (CONTRACT §3 names it); "
-    "board.js already handles it",
-)
 def test_cards_appear_live_when_created_over_rest(page, board) -> None:
     page.goto(board.url)
     expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
     task = board.task("Made over REST")
-    expect(page.locator(f"#task-{task['id']}")).to_be_visible(timeout=5_000)
+    backlog = page.locator(".column", has=page.get_by_role("heading", name="Backlog"))
+    expect(backlog.locator(f"#task-{task['id']} .card-title")).to_have_text("Made over REST")
+    expect(backlog.locator("[data-count]")).to_have_text("1")
+
+
+def test_cards_disappear_live_when_deleted_over_rest(page, board, rest) -> None:
+    gone = board.task("Delete me")
+    kept = board.task("Keep me")
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    expect(page.locator(".card")).to_have_count(2)
+    r = rest.delete(f"/api/v1/tasks/{gone['id']}")
+    assert r.status_code == 204, r.text
+    expect(page.locator(f"#task-{gone['id']}")).to_have_count(0)
+    expect(page.locator(f"#task-{kept['id']}")).to_be_visible()
+    backlog = page.locator(".column", has=page.get_by_role("heading", name="Backlog"))
+    expect(backlog.locator("[data-count]")).to_have_text("1")
+    expect(page.locator("#board-total")).to_have_text("1")
+
+
+def test_steps_renamed_added_and_deleted_over_rest_show_live(page, board, rest) -> None:
+    task = board.task("Stays in its column", step="In Progress")
+    wf = board.workflow["id"]
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    headings = page.locator(".column h2")
+    r = rest.patch(
+        f"/api/v1/workflows/{wf}/steps/{board.steps['Review']['id']}", json={"name": "QA"}
+    )
+    assert r.status_code == 200, r.text
+    expect(headings).to_have_text(["Backlog", "In Progress", "QA", "Done"])
+    r = rest.post(f"/api/v1/workflows/{wf}/steps", json={"name": "Blocked"})
+    assert r.status_code == 201, r.text
+    blocked_id = r.json()["id"]
+    expect(headings).to_have_text(["Backlog", "In Progress", "QA", "Done", "Blocked"])
+    r = rest.delete(f"/api/v1/workflows/{wf}/steps/{board.steps['Done']['id']}")
+    assert r.status_code == 204, r.text
+    expect(headings).to_have_text(["Backlog", "In Progress", "QA", "Blocked"])
+    column = page.locator(".column", has=page.get_by_role("heading", name="In Progress"))
+    expect(column.locator(f"#task-{task['id']} .card-title")).to_have_text("Stays in its column")
+    page.locator("summary", has_text="New task").click()
+    steps = page.locator('#new-task-form select[name="workflow_step_id"] option')
+    expect(steps).to_have_text(["Backlog", "In Progress", "QA", "Blocked"])
+    moved = board.task("Moved into the new step")  # the new columns are live too
+    r = rest.post(
+        f"/api/v1/tasks/{moved['id']}/move",
+        json={"workflow_id": wf, "workflow_step_id": blocked_id},
+    )
+    assert r.status_code == 200, r.text
+    blocked = page.locator(".column", has=page.get_by_role("heading", name="Blocked"))
+    expect(blocked.locator(f"#task-{moved['id']}")).to_be_visible()
+    expect(blocked.locator("[data-count]")).to_have_text("1")
+
+
+@pytest.mark.parametrize("what", ["workflow", "workspace"])
+def test_deleting_the_shown_board_over_rest_shows_a_notice(page, board, rest, what) -> None:
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    target = board.workflow if what == "workflow" else board.workspace
+    r = rest.delete(f"/api/v1/{what}s/{target['id']}")
+    assert r.status_code == 204, r.text
+    notice = page.locator("#board-gone")
+    expect(notice).to_contain_text(f"This {what} was deleted.")
+    link = notice.get_by_role("link", name="Open the board")
+    expect(link).to_have_attribute("href", "/")
+
+
+def test_an_event_between_render_and_stream_open_is_not_missed(page, board) -> None:
+    """The page renders the bus id it was read at; the first connection replays from it
+    (?last_event_id=), so a card created in between still appears."""
+    made: list[dict] = []
+
+    def late_stream(route) -> None:
+        if not made:  # the page is rendered; its stream is not open yet
+            made.append(board.task("Created before the stream opened"))
+        route.continue_()
+
+    page.route(re.compile(r".*/api/v1/events.*"), late_stream)
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    assert made
+    expect(page.locator(f"#task-{made[0]['id']} .card-title")).to_have_text(
+        "Created before the stream opened"
+    )
 
 
 def test_question_puts_a_needs_input_badge_on_the_card_live(page, board, rest) -> None:
@@ -172,7 +250,7 @@ def test_question_puts_a_needs_input_badge_on_the_card_live(page, board, rest) -
     assert rest.get(f"/api/v1/tasks/{task['id']}").json()["task_pending_action"] == "clarification"
 
 
-def test_board_screenshots(browser, server, board, rest) -> None:
+def test_board_screenshots(browser, server, board, rest, screenshot) -> None:
     """docs/img/board.png (1440x900) and board-mobile.png (375 px): kept in the README."""
     made = {}
     for title, step in [
@@ -205,8 +283,7 @@ def test_board_screenshots(browser, server, board, rest) -> None:
             expect(asking.locator("[data-badge=needs-input]")).to_be_visible()
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= viewport["width"] + 1, f"horizontal scroll at {viewport}"
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / name), full_page=name == "board-mobile.png")
+            screenshot(page, name, full_page=name == "board-mobile.png")
         finally:
             ctx.close()
 

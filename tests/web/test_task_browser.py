@@ -11,7 +11,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, SCREENSHOTS, SCRIPTED_AGENT
+from tests.web.conftest import DESKTOP, SCRIPTED_AGENT
 
 RESPOND = re.compile(r".*/api/v1/clarification/[^/]+/respond$")
 
@@ -99,6 +99,52 @@ def test_task_page_shows_the_conversation_without_javascript(browser, server, bo
         expect(page.locator('#stepper [aria-current="step"]')).to_contain_text("Backlog")
     finally:
         ctx.close()
+
+
+def test_an_event_between_render_and_stream_open_is_not_missed(page, board, rest) -> None:
+    """The page renders the bus id it was read at; the first connection replays from it
+    (?last_event_id=): a prompt and a move made in between still show."""
+    task = board.task("Late stream")
+    session = start(board, task, "echo one")
+    open_task(page, task)
+    expect(page.locator("#conversation .msg-agent .md")).to_contain_text("one")
+    done: list[int] = []
+
+    def late_stream(route) -> None:
+        if not done:  # the page is rendered; its stream is not open yet
+            r = rest.post(
+                f"/api/v1/tasks/{task['id']}/move",
+                json={
+                    "workflow_id": board.workflow["id"],
+                    "workflow_step_id": board.steps["Review"]["id"],
+                },
+            )
+            done.append(r.status_code)
+        route.continue_()
+
+    page.route(re.compile(r".*/api/v1/events.*"), late_stream)
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "1")
+    expect(page.locator('#stepper [aria-current="step"]')).to_contain_text("Review")
+    assert done == [200]
+    assert session["id"] == page.locator("#task-panel").get_attribute("data-session-id")
+
+
+def test_a_session_without_a_managed_agent_shows_how_to_connect_one(page, board, rest) -> None:
+    task = board.task("External agent")
+    r = rest.post(f"/api/v1/tasks/{task['id']}/sessions", json={})
+    assert r.status_code == 201, r.text
+    session = r.json()
+    assert session["hint"], session
+    open_task(page, task)
+    hint = page.locator("#session-hint")
+    expect(hint).to_have_text(session["hint"])
+    expect(hint).to_contain_text(f"/api/v1/sessions/{session['id']}/agent-token")
+    managed = start(board, board.task("Managed"), "echo hi")
+    assert managed["hint"] is None
+    page.goto(f"/tasks/{managed['task_id']}")
+    expect(page.locator("body")).to_have_attribute("data-ready", "1")
+    expect(page.locator("#session-hint")).to_have_count(0)
 
 
 def test_stepper_moves_the_task(page, board, rest) -> None:
@@ -448,7 +494,7 @@ def test_w4a_two_thousand_emoji_are_accepted_and_the_next_one_is_refused(page, b
     assert row["metadata"]["response"]["custom_text"] == "😀" * 2000
 
 
-def test_task_page_screenshot_with_the_overlay(page, board) -> None:
+def test_task_page_screenshot_with_the_overlay(page, board, screenshot) -> None:
     """docs/img/task-overlay.png (1440x900), used in the README and docs/web.md."""
     task = board.task(
         "Harden the upload endpoint",
@@ -466,8 +512,7 @@ def test_task_page_screenshot_with_the_overlay(page, board) -> None:
     expect(region.get_by_text("0 of 2 answered")).to_be_visible()
     region.get_by_role("button", name=re.compile("^Python")).click()
     page.evaluate("window.scrollTo(0, 0)")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "task-overlay.png"))
+    screenshot(page, "task-overlay.png")
 
 
 @pytest.mark.parametrize("width", [375])

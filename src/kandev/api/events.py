@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from kandev.api.deps import get_services
@@ -56,6 +56,7 @@ async def events(
     task_id: str | None = None,
     session_id: str | None = None,
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
+    last_event_id_query: str | None = Query(default=None, alias="last_event_id"),
     services: Services = Depends(get_services),
 ) -> StreamingResponse:
     # Filters are authorized up front: a foreign task/session is a 404, like everywhere.
@@ -64,7 +65,9 @@ async def events(
             await services.access.authorize_task(conn, task_id)
         if session_id is not None:
             await services.access.authorize_session(conn, session_id)
-    after = parse_last_event_id(last_event_id)
+    # EventSource cannot set headers: a page passes the id it was rendered at as
+    # ?last_event_id=; the browser's own Last-Event-ID (a reconnect) is newer and wins.
+    after = parse_last_event_id(last_event_id if last_event_id is not None else last_event_id_query)
     user_id = caller_scope()
 
     stream = services.bus.subscribe(after)

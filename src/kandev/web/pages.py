@@ -32,6 +32,7 @@ class BoardPage:
     columns: list[Column]
     profiles: list[AgentProfile]
     total_tasks: int
+    last_event_id: int  # the bus id before the page was read: the first SSE connect replays
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class TaskPage:
     profiles: list[AgentProfile]
     profile_names: dict[str, str]
     clarification_rows: list[dict[str, Any]]  # message JSON of the bundle rows shown
+    last_event_id: int  # the bus id before the page was read: the first SSE connect replays
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ async def board_page(
     request: Request, workspace: str | None = None, workflow: str | None = None
 ) -> Response:
     services = services_of(request)
+    last_event_id = services.bus.last_id  # before reading: what follows is replayed
     remembered_ws, _, remembered_wf = request.cookies.get(BOARD_COOKIE, "").partition(":")
     if workspace:  # an explicit id that is missing or invisible is a 404, as on REST
         await services.workspaces.get_workspace(workspace)
@@ -71,6 +72,7 @@ async def board_page(
         columns=columns,
         profiles=await services.agent_profiles.list_profiles(),
         total_tasks=total,
+        last_event_id=last_event_id,
     )
     response = render(request, "board.html", page, nav="board")
     if chosen_ws is not None:

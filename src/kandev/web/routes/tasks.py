@@ -30,6 +30,7 @@ def _pick_session(sessions: list[dict], wanted: str | None) -> dict | None:
 @page_route
 async def task_page(request: Request, task_id: str, session: str | None = None) -> Response:
     services = services_of(request)
+    last_event_id = services.bus.last_id  # before reading: what follows is replayed
     task = await services.tasks.present_one(await services.tasks.get_task(task_id))
     workflow = await services.workflows.get_workflow(task["workflow_id"])
     sessions = await services.sessions.list_task_sessions(task_id)
@@ -51,6 +52,7 @@ async def task_page(request: Request, task_id: str, session: str | None = None) 
         profiles=profiles,
         profile_names={p.id: p.name for p in profiles},
         clarification_rows=[m.to_json() for m in messages if m.type == CLARIFICATION_TYPE],
+        last_event_id=last_event_id,
     )
     return render(request, "task.html", page, nav="board")
 

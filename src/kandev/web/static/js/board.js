@@ -199,7 +199,93 @@ async function fetchCard(taskId) {
 
 const CARD_EVENTS = new Set(["task.created", "task.updated", "task.moved", "session.state_changed"]);
 
+// --- the workflow itself ----------------------------------------------------------------
+// A step renamed, added, deleted or reordered (workflow.updated of the shown workflow):
+// the board is fetched again and its columns swapped in. Events arriving meanwhile are
+// held and applied to the new columns (placing a card again is harmless).
+
+let reloading = null; // null, or the events held while the board is refetched
+let reloadAgain = false;
+
+async function reloadBoard() {
+  if (reloading) { reloadAgain = true; return; }
+  reloading = [];
+  try {
+    do {
+      reloadAgain = false;
+      const query = new URLSearchParams({
+        workspace: board.dataset.workspaceId, workflow: board.dataset.workflowId,
+      });
+      const res = await fetch(`/?${query}`, { credentials: "include" });
+      if (res.status === 404) { showGone("This board no longer exists."); return; }
+      if (!res.ok) continue;
+      const fresh = new DOMParser().parseFromString(await res.text(), "text/html");
+      const freshBoard = fresh.getElementById("board");
+      if (!freshBoard || freshBoard.dataset.workflowId !== board.dataset.workflowId) {
+        showGone("This workflow no longer exists.");
+        return;
+      }
+      board.replaceChildren(...freshBoard.childNodes);
+      board.setAttribute("aria-label", freshBoard.getAttribute("aria-label") || "");
+      const steps = document.querySelector('#new-task-form select[name="workflow_step_id"]');
+      const freshSteps = fresh.querySelector('#new-task-form select[name="workflow_step_id"]');
+      if (steps && freshSteps) {
+        const chosen = steps.value;
+        steps.replaceChildren(...freshSteps.children);
+        if ([...steps.options].some((o) => o.value === chosen)) steps.value = chosen;
+      }
+    } while (reloadAgain);
+  } finally {
+    const held = reloading || [];
+    reloading = null;
+    refreshCounts();
+    board.dataset.columnsAt = String(performance.now());
+    for (const event of held) onEvent(event);
+  }
+}
+
+function showGone(text) {
+  // The shown workflow or its workspace was deleted: say so, with a way out.
+  if (document.getElementById("board-gone")) return;
+  const notice = document.createElement("p");
+  notice.id = "board-gone";
+  notice.className = "alert alert-error";
+  notice.setAttribute("role", "alert");
+  const link = document.createElement("a");
+  link.href = "/";
+  link.textContent = "Open the board";
+  notice.append(`${text} `, link);
+  board.before(notice);
+  board.classList.add("board-gone");
+  board.setAttribute("aria-disabled", "true");
+}
+
 function onEvent(event) {
+  if (reloading && !event.type.startsWith("workflow.") && !event.type.startsWith("workspace.")) {
+    reloading.push(event);
+    return;
+  }
+  if (event.type === "workflow.updated") {
+    const wf = event.workflow;
+    const option = wf && document.querySelector(`select[name="workflow"] option[value="${CSS.escape(wf.id)}"]`);
+    if (option && wf.name) option.textContent = wf.name;
+    if (wf?.id === board.dataset.workflowId) reloadBoard();
+    return;
+  }
+  if (event.type === "workflow.deleted") {
+    if (event.workflow_id === board.dataset.workflowId) showGone("This workflow was deleted.");
+    return;
+  }
+  if (event.type === "workspace.deleted") {
+    if (event.workspace_id === board.dataset.workspaceId) showGone("This workspace was deleted.");
+    return;
+  }
+  if (event.type === "workspace.updated") {
+    const ws = event.workspace;
+    const option = ws && document.querySelector(`select[name="workspace"] option[value="${CSS.escape(ws.id)}"]`);
+    if (option) option.textContent = ws.name;
+    return;
+  }
   const task = event.task;
   if (event.type === "task.deleted") {
     document.getElementById(`task-${event.task_id || task?.id}`)?.remove();
@@ -232,6 +318,7 @@ function onEvent(event) {
 
 if (board) {
   connectEvents({
+    lastEventId: board.dataset.lastEventId,
     onEvent,
     onReset: () => location.reload(),
     statusEl: document.getElementById("live-status"),

@@ -1,9 +1,13 @@
 // One EventSource on /api/v1/events (scoped by the server), fanned out to handlers.
-// The browser reconnects by itself and sends Last-Event-ID, so nothing is missed; a
+// `lastEventId` is the bus id the page was rendered at (data-last-event-id): the first
+// connection replays what happened between the render and the stream opening, passed as
+// ?last_event_id= since EventSource cannot set headers. The browser reconnects by itself
+// and sends Last-Event-ID (which the server prefers), so nothing is missed; a
 // `stream.reset` (events were lost) calls onReset so the page can refetch.
 
-export function connectEvents({ params = {}, onEvent, onReset, statusEl } = {}) {
-  const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v)).toString();
+export function connectEvents({ params = {}, lastEventId, onEvent, onReset, statusEl } = {}) {
+  const all = { ...params, last_event_id: lastEventId };
+  const query = new URLSearchParams(Object.entries(all).filter(([, v]) => v)).toString();
   const source = new EventSource(`/api/v1/events${query ? `?${query}` : ""}`, { withCredentials: true });
   const setStatus = (state) => { if (statusEl) statusEl.dataset.state = state; };
   source.onopen = () => { setStatus("live"); document.body.dataset.live = "1"; };

@@ -240,12 +240,18 @@ function onEvent(event) {
   } else if (event.type === "session.state_changed") {
     if (event.session) Object.assign(session, event.session);
     setSessionState(event.state || session.state);
+    if (!session.hint) document.getElementById("session-hint")?.remove();
     refreshOverlay();
     if (session.state === "FAILED") showFailure(event.error_message);
   }
 }
 
-connectEvents({ params: { task_id: taskId }, onEvent, onReset: () => location.reload() });
+connectEvents({
+  params: { task_id: taskId },
+  lastEventId: panel.dataset.lastEventId,
+  onEvent,
+  onReset: () => location.reload(),
+});
 
 // --- composer, stop, cancel, stepper ---------------------------------------------------
 
