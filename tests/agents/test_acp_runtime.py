@@ -108,6 +108,7 @@ async def test_tool_calls_and_plan_are_reduced(
     call, update, plan = recorder.updates
     assert (call.kind, call.key, call.content) == ("tool_call", "call-1", "Read README.md")
     assert call.metadata == {
+        "title": "Read README.md",  # the title survives content later carrying the output
         "status": "pending",
         "kind": "read",
         "raw_input": {"path": "README.md"},

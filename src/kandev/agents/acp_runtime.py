@@ -173,6 +173,7 @@ def reduce_update(update: Any) -> AgentUpdate | None:
         return AgentUpdate(kind="agent_thought", content=_render_block(update.content))
     if isinstance(update, ToolCallStart):
         metadata: dict[str, Any] = {
+            "title": update.title,  # kept apart from content, which later carries output
             "status": update.status or "pending",
             "kind": update.kind or "other",
         }
