@@ -84,6 +84,14 @@ class Services:
                 self.clarifications.redeliver_after_restart(recovered.undelivered)
             )
 
+    async def begin_shutdown(self) -> None:
+        """SIGINT / SIGTERM, before the HTTP server waits for open requests: event streams
+        end (`bus.shutting_down`), waiting ask calls end with a clear tool result (their
+        questions stay open for after the restart), then the agents stop."""
+        self.bus.shutting_down.set()
+        await self.clarifications.begin_shutdown()
+        await self.orchestrator.shutdown()
+
     async def close(self) -> None:
         await self.orchestrator.shutdown()
         await self.db.dispose()

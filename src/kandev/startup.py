@@ -179,21 +179,79 @@ async def _serve(
 
     app = create_app(settings)
     config = uvicorn.Config(
-        app,
+        _ending_streams_on_shutdown(app),
         host=settings.host,
         port=settings.port,
         log_level="info",
         lifespan="off",  # the app's lifespan is entered below, where its failures surface
-        # Open SSE streams must not hold a shutdown (or a restart) hostage.
-        timeout_graceful_shutdown=5,
+        # Open SSE streams end when the shutdown begins (`_ending_streams_on_shutdown`); this
+        # only bounds a request that still does not finish.
+        timeout_graceful_shutdown=2,
         # proxy_headers=False: forwarded headers are the perimeter's call (--trust-proxy);
         # uvicorn's default believes X-Forwarded-For from any loopback peer.
         **uvicorn_options(),
     )
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Before uvicorn waits for open requests: streams end, waiting asks return, the
+            # agents stop — so nothing is left for its graceful timeout to cancel.
+            await app.state.services.begin_shutdown()
+            await super().shutdown(sockets)
+
     async with app.router.lifespan_context(app):
         on_started(settings, app.state.services.auth.mode)
         with _replayed_signal_ignored():
-            await uvicorn.Server(config).serve(sockets=[sock])
+            await Server(config).serve(sockets=[sock])
+
+
+def _ending_streams_on_shutdown(app: Any) -> Any:
+    """The app, with every GET request seeing its client disconnect once the shutdown begins
+    (`bus.shutting_down`): a streaming response (the SSE event stream, an MCP GET stream)
+    then ends as it does when the browser goes away, with no error and no traceback."""
+    import asyncio
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "GET":
+            await app(scope, receive, send)
+            return
+        shutting_down: asyncio.Event = app.state.services.bus.shutting_down
+
+        async def receive_until_shutdown() -> dict[str, Any]:
+            if shutting_down.is_set():
+                return {"type": "http.disconnect"}
+            message = asyncio.ensure_future(receive())
+            stop = asyncio.ensure_future(shutting_down.wait())
+            try:
+                await asyncio.wait({message, stop}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # cancelled (the response ended): no receive left behind
+                message.cancel()
+                raise
+            finally:
+                stop.cancel()
+            if message.done():
+                return message.result()
+            message.cancel()
+            return {"type": "http.disconnect"}
+
+        started = completed = False
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started, completed
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                completed = True
+            await send(message)
+
+        await app(scope, receive_until_shutdown, tracking_send)
+        if started and not completed and shutting_down.is_set():
+            # The stream was cut by the shutdown, not by its client: end it properly, so
+            # the client sees the stream close (and uvicorn logs no incomplete response).
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return wrapped
 
 
 @contextlib.contextmanager

@@ -425,9 +425,9 @@ class Orchestrator:
         """Server exit: stop every agent process; sessions resume on their next prompt."""
         for live in list(self._live.values()):
             live.stopping = True
-        for live in list(self._live.values()):
-            if live.handle is not None:
-                await live.handle.stop()
+        # In parallel: each stop may wait out its agent's grace period.
+        handles = [live.handle for live in self._live.values() if live.handle is not None]
+        await asyncio.gather(*(handle.stop() for handle in handles), return_exceptions=True)
         pending = list(self._background)
         for task in pending:
             task.cancel()

@@ -65,12 +65,25 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 AfterSent = Callable[[Callable[[], Awaitable[None]], Callable[[str], None]], None]
 REDELIVERY_BUSY_RETRIES = 300  # times REDELIVERY_BUSY_WAIT: how long a redelivery waits
 REDELIVERY_BUSY_WAIT = 0.2
+SHUTDOWN_ASKS_SECONDS = 1.0  # how long a stop waits for ended ask calls to return
+SHUTTING_DOWN = (
+    "Kandev server is shutting down; the question stays open and will be answered after restart"
+)
 
 
 class DeliveryFailed(KandevError):
     """The answer was claimed but could not be handed over; the bundle was restored."""
 
     code = "INTERNAL_ERROR"
+
+
+class ServerShuttingDown(KandevError):
+    """The server is stopping while an agent waits: its call ends, its question stays open."""
+
+    code = "INTERNAL_ERROR"  # the closest tool error code (CONTRACT §5 has no UNAVAILABLE)
+
+    def __init__(self) -> None:
+        super().__init__(SHUTTING_DOWN)
 
 
 class DispatchRejected(Exception):
@@ -166,6 +179,9 @@ class ClarificationService(ScopedService):
         self.delivery_wait_seconds = delivery_wait_seconds
         self.orchestrator: Any = None  # set by the container (the two depend on each other)
         self._background: set[asyncio.Future[Any]] = set()
+        self.shutting_down = False
+        # One per waiting ask: the future that ends it, and the task it runs in.
+        self._shutdown_signals: dict[asyncio.Future[None], asyncio.Task[Any] | None] = {}
 
     # --- asking -------------------------------------------------------------------------
 
@@ -296,6 +312,10 @@ class ClarificationService(ScopedService):
         await self.recorder.mark_waiting(session_id)
         try:
             response, handoff = await self._wait_with_progress(pending_id, progress)
+        except ServerShuttingDown:
+            # Nothing is written: the question stays open (pending), and the restart settles
+            # the session (settle_after_restart) so that an answer resumes the agent.
+            raise
         except asyncio.CancelledError:
             # The agent's MCP call went away (client timeout, disconnect): the question stays
             # answerable; a late answer resumes the agent in a new turn.
@@ -323,25 +343,49 @@ class ClarificationService(ScopedService):
     async def _wait_with_progress(
         self, pending_id: str, progress: Progress | None
     ) -> tuple[ClarificationResponse, Handoff | None]:
+        if self.shutting_down:
+            raise ServerShuttingDown()
         waiter = asyncio.ensure_future(self.store.wait_for_handoff(pending_id))
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._shutdown_signals[stop] = asyncio.current_task()
         tick = 0
         try:
             while True:
-                done, _ = await asyncio.wait({waiter}, timeout=self.progress_seconds)
-                if done:
+                done, _ = await asyncio.wait(
+                    {waiter, stop},
+                    timeout=self.progress_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if waiter in done:
                     return waiter.result()
+                if stop in done:
+                    raise ServerShuttingDown()
                 tick += 1
                 if progress is not None:
                     # Keeps agent-side MCP clients from timing out an idle call.
                     with contextlib.suppress(Exception):
                         await progress(tick, None, "Waiting for your response in Kandev")
         finally:
+            self._shutdown_signals.pop(stop, None)
+            stop.cancel()
             if not waiter.done():
                 waiter.cancel()
                 # Defensive: a handoff taken anyway must not hold the responder up.
                 waiter.add_done_callback(_abort_orphaned_handoff)
 
     # --- lifecycle hooks ----------------------------------------------------------------
+
+    async def begin_shutdown(self, timeout: float = SHUTDOWN_ASKS_SECONDS) -> None:
+        """The server is stopping: every waiting ask call ends with ServerShuttingDown (a
+        clear tool result), and new ones end at once. The questions stay pending. Returns
+        once those calls returned (bounded), so their results go out before the agents stop."""
+        self.shutting_down = True
+        calls = [task for task in self._shutdown_signals.values() if task is not None]
+        for stop in list(self._shutdown_signals):
+            if not stop.done():
+                stop.set_result(None)
+        if calls:
+            await asyncio.wait(calls, timeout=timeout)
 
     async def pause_for_input(self, session_id: str) -> int:
         """No answer reached the agent in its call: detach, and stop the agent's turn."""

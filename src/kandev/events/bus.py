@@ -68,6 +68,9 @@ class EventBus:
         self._next_id = first_id if first_id is not None else time.time_ns() // 1_000
         self._first_id = self._next_id
         self._subscribers: set[EventStream] = set()
+        # Set when the server begins to stop (SIGINT / SIGTERM): open event streams end then,
+        # rather than holding the graceful shutdown until its timeout.
+        self.shutting_down = asyncio.Event()
 
     @property
     def last_id(self) -> int:
