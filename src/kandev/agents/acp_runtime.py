@@ -165,6 +165,20 @@ def _render_tool_content(items: list[Any] | None) -> str:
     return "\n".join(part for part in parts if part)
 
 
+def _ask_title(title: str | None, raw_input: Any) -> str | None:
+    """ "Ask: <first question's prompt>" for an ask_user_question_kandev call (issue 14.3),
+    whose title agents often give as the tool name or its raw JSON; else None."""
+    if title and "ask_user_question" not in title and not title.lstrip().startswith("{"):
+        return None
+    questions = raw_input.get("questions") if isinstance(raw_input, dict) else None
+    first = questions[0] if isinstance(questions, list) and questions else None
+    prompt = first.get("prompt") if isinstance(first, dict) else None
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None
+    line = prompt.strip().splitlines()[0]
+    return f"Ask: {line[:117]}…" if len(line) > 120 else f"Ask: {line}"
+
+
 def reduce_update(update: Any) -> AgentUpdate | None:
     """Map one ACP `session/update` payload to what Kandev stores (None: not stored)."""
     if isinstance(update, AgentMessageChunk):
@@ -179,6 +193,9 @@ def reduce_update(update: Any) -> AgentUpdate | None:
         }
         if update.raw_input is not None:
             metadata["raw_input"] = update.raw_input
+        ask = _ask_title(update.title, update.raw_input)
+        if ask:
+            metadata["title"] = ask
         text = _render_tool_content(update.content)
         if text:
             metadata["text"] = text
@@ -198,6 +215,9 @@ def reduce_update(update: Any) -> AgentUpdate | None:
             metadata["raw_input"] = update.raw_input
         if update.raw_output is not None:
             metadata["raw_output"] = update.raw_output
+        ask = _ask_title(update.title, update.raw_input)
+        if ask:
+            metadata["title"] = ask
         return AgentUpdate(
             kind="tool_call_update",
             content=_render_tool_content(update.content),

@@ -63,7 +63,7 @@ async def respond(
 ) -> Any:
     answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
     return await services.clarifications.resolve_bundle(
-        pending_id, answers, body.rejected, body.reject_reason
+        pending_id, answers, body.rejected, body.reject_reason, via="rest"
     )
 
 

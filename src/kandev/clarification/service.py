@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.access import AccessRules
-from kandev.auth.identity import caller_scope
+from kandev.auth.identity import caller_scope, current_identity
 from kandev.clarification import repository as repo
 from kandev.clarification.outcome import validate_outcome
 from kandev.clarification.questions import normalize_questions, questions_equal
@@ -44,13 +44,14 @@ from kandev.clarification.store import (
     StoreError,
     StoreNotFound,
 )
-from kandev.clarification.texts import resume_prompt
+from kandev.clarification.texts import human_answer_text, resume_prompt
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, NotFound, ValidationFailed
 from kandev.faults import fault_point
 from kandev.ids import IdFactory
 from kandev.service_base import ScopedService
+from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.models import WAITING_FOR_INPUT, Message
@@ -540,8 +541,12 @@ class ClarificationService(ScopedService):
         answers: list[dict[str, Any]] | None,
         rejected: bool,
         reject_reason: str,
+        via: str = "",
     ) -> dict[str, Any]:
         """ResolveBundle: the one way REST and MCP answer a question (seed P1, R1-R12).
+
+        `via` ("web", "rest", "mcp") names the surface; the winner's answer is recorded in the
+        claim's transaction as one user message of the conversation (never for a loser).
 
         Identity and authorization (M5, A1-A8), validation and normalization (N3a, N6-N8b,
         L16), then the claim — never re-deriving activeness first (P2). The winner delivers
@@ -560,8 +565,13 @@ class ClarificationService(ScopedService):
                 self.clock.now(),
                 reject_reason=outcome.reject_reason if outcome.rejected else "",
             )
+            answer = None
+            if claimed is not None:
+                answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
         if claimed is None:
             return await self._loser(pending_id)
+        if answer is not None:
+            await self.recorder.publish_messages([answer], added=True)
         fault_point("after_claim")
         response = ClarificationResponse(
             pending_id=pending_id,
@@ -573,6 +583,37 @@ class ClarificationService(ScopedService):
         await self._deliver(bundle, outcome.status, claimed, response)
         envelope = response_envelope(outcome.answers, outcome.rejected, outcome.reject_reason)
         return resolution_body(pending_id, True, outcome.status, envelope)
+
+    async def _insert_answer_message(
+        self,
+        conn: AsyncConnection,
+        bundle: Bundle,
+        claimed: list[Message],
+        outcome: Any,
+        via: str,
+    ) -> Message:
+        """The human's side of the dialogue: one user message saying what was decided."""
+        identity = current_identity()
+        user_id = identity.user_id if identity is not None else ""
+        content = human_answer_text(
+            bundle.questions, outcome.answers, outcome.rejected, outcome.reject_reason
+        )
+        first = claimed[0]
+        return await messages_repo.insert_message(
+            conn,
+            {
+                "id": self.new_id(),
+                "session_id": first.session_id,
+                "task_id": first.task_id,
+                "turn_id": bundle.turn_id or first.turn_id,
+                "author_type": "user",
+                "author_id": user_id,
+                "type": "answer",
+                "content": content,
+                "metadata": {"pending_id": bundle.pending_id, "via": via, "answered_by": user_id},
+                "created_at": self.clock.now(),
+            },
+        )
 
     async def _loser(self, pending_id: str) -> dict[str, Any]:
         """R2: one re-read, no retry. A terminal status means a winner exists: replay it."""

@@ -166,6 +166,36 @@ def answer_text(
     return "\n".join(lines)
 
 
+def human_answer_text(
+    questions: Sequence[Any], answers: Sequence[Any] | None, rejected: bool, reason: str = ""
+) -> str:
+    """The human's answer as a message of the conversation, in the second person:
+    `You answered: "Go ahead" (go) — both given`, `You skipped the questions: <reason>`."""
+    if rejected:
+        return f"You skipped the questions: {reason}" if reason else "You skipped the questions."
+    questions = list(questions or ())
+    labels = _all_labels(questions)
+    by_id = {_get(q, "id", ""): q for q in questions}
+
+    def body(answer: Any) -> str:
+        own = by_id.get(_get(answer, "question_id", ""))
+        own_labels = {**labels, **_labels_by_option_id(_get(own, "options", ()))} if own else labels
+        selected = list(_get(answer, "selected_options", ()))
+        custom_text = str(_get(answer, "custom_text", ""))
+        if selected and custom_text:
+            return f"{format_selected(selected, own_labels)} — {custom_text}"
+        if selected:
+            return format_selected(selected, own_labels)
+        return go_quote(custom_text) if custom_text else NO_ANSWER_BODY
+
+    answers = list(answers or ())
+    if not answers:
+        return "You answered."
+    if len(answers) == 1:
+        return f"You answered: {body(answers[0])}"
+    return "You answered:\n" + "\n".join(f"A{i}: {body(a)}" for i, a in enumerate(answers, 1))
+
+
 def resume_prompt(
     questions: Sequence[Any], answers: Sequence[Any] | None, rejected: bool, reason: str = ""
 ) -> str:

@@ -162,7 +162,7 @@ async def inbox_answer(request: Request, pending_id: str) -> Response:
         body = parse_form(RespondInput, values)
         answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
         await services.clarifications.resolve_bundle(
-            pending_id, answers, body.rejected, body.reject_reason
+            pending_id, answers, body.rejected, body.reject_reason, via="web"
         )
     except KandevError as exc:
         if isinstance(exc, NotFound):
