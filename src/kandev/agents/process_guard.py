@@ -17,7 +17,9 @@ Why a guard process and not only ``PR_SET_PDEATHSIG`` on the agent:
 How the guard learns that the server died, on every OS: the *leash*, a pipe whose read end
 is the guard's ``LEASH_FD`` and whose write end only the server holds (close-on-exec, so no
 other child inherits it). When the server dies, even by SIGKILL, the kernel closes the write
-end; the guard sees EOF and sends SIGKILL to its whole process group (itself included). On
+end; the guard sees EOF, lets the agent run LAST_READ_SECONDS more (so an answer the server
+already wrote to it is read, not lost in its socket) and then sends SIGKILL to its whole
+process group (itself included). On
 Linux the guard also sets ``PR_SET_PDEATHSIG`` (SIGUSR1) on itself as a second trigger. Note
 that PDEATHSIG fires when the *thread* that forked the guard exits: asyncio forks from the
 event loop's thread, which lives as long as the server.
@@ -37,16 +39,22 @@ fork and unblocked in the child only once its disposition is the default again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
 import signal
 import sys
+import time
 
 PR_SET_PDEATHSIG = 1
 GUARD_DEATH_SIGNAL = signal.SIGUSR1  # what the guard gets on Linux when the server dies
 EXEC_FAILED_CODE = 127
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}  # the agent's to obey; the guard outlasts them
+# After the server dies the agent may still hold an answer the server already wrote to it (a
+# tool result in its socket, a prompt in its stdin): it gets this long to read (and persist)
+# it before its group is killed — well inside CONTRACT §8's 5 s.
+LAST_READ_SECONDS = 1.0
 
 
 def _set_parent_death_signal(sig: int) -> bool:
@@ -68,6 +76,26 @@ def _kill_group_and_exit() -> None:
         os.killpg(os.getpgid(0), signal.SIGKILL)
     finally:
         os._exit(EXEC_FAILED_CODE)  # not reached: SIGKILL ends this process too
+
+
+def _server_gone(child: int, wake_r: int) -> None:
+    """Give the agent LAST_READ_SECONDS (it may exit sooner), then end the whole group."""
+    deadline = time.monotonic() + LAST_READ_SECONDS
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            pid, _ = os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == child:
+            break
+        try:
+            ready, _, _ = select.select([wake_r], [], [], remaining)
+        except InterruptedError:
+            continue
+        if ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 64)
+    _kill_group_and_exit()
 
 
 def _exec_agent(argv: list[str], guard_pid: int, report_fd: int) -> None:
@@ -156,14 +184,14 @@ def main(args: list[str]) -> None:
             except OSError:
                 data = b""
             if not data:  # the server's end closed: it exited or was killed
-                _kill_group_and_exit()
+                _server_gone(child, wake_r)
         if wake_r in ready:
             try:
                 signals = os.read(wake_r, 64)
             except BlockingIOError:
                 signals = b""
             if GUARD_DEATH_SIGNAL in signals or os.getppid() != server_pid:
-                _kill_group_and_exit()
+                _server_gone(child, wake_r)
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid == child:
             _exit_like(status)
