@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.common import (
     ONE_QUESTION,
+    bare_claim,
     bench_task,
     kandev_server,
     percentile,
@@ -118,63 +119,10 @@ async def answer_latency(
     return latencies
 
 
-async def bare_claim(n: int) -> list[float]:
+async def bare_claim_sqlite(n: int) -> list[float]:
     """The floor: one claim transaction on a SQLite file, through the same repository."""
-    from kandev.clarification import repository as repo
-    from kandev.clock import SystemClock
-    from kandev.db.engine import Database
-    from kandev.db.migrate import upgrade_to_head
-    from kandev.db.tables import task_session_turns, task_sessions, tasks
-    from kandev.ids import new_id
-
-    clock = SystemClock()
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(f"sqlite+aiosqlite:///{tmp}/bare.db")
-        await upgrade_to_head(db)
-        now = clock.now()
-        async with db.write() as conn:
-            await conn.execute(
-                tasks.insert().values(id="t", title="t", created_at=now, updated_at=now)
-            )
-        timings = []
-        for i in range(n):
-            now = clock.now()
-            async with db.write() as conn:
-                await conn.execute(
-                    task_sessions.insert().values(
-                        id=f"s{i}", task_id="t", state="RUNNING", started_at=now, updated_at=now
-                    )
-                )
-                await conn.execute(
-                    task_session_turns.insert().values(
-                        id=f"turn{i}",
-                        session_id=f"s{i}",
-                        task_id="t",
-                        started_at=now,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-                await repo.insert_bundle(
-                    conn,
-                    pending_id=f"p{i}",
-                    session_id=f"s{i}",
-                    task_id="t",
-                    turn_id=f"turn{i}",
-                    questions=QUESTIONS,
-                    context="",
-                    now=now,
-                    new_id=new_id,
-                )
-            start = time.perf_counter()
-            async with db.write() as conn:
-                claimed = await repo.claim_active_bundle(
-                    conn, db, f"p{i}", repo.ANSWERED, {"q": ANSWER["answers"][0]}, clock.now()
-                )
-            timings.append(time.perf_counter() - start)
-            assert claimed
-        await db.dispose()
-    return timings
+        return await bare_claim(f"sqlite+aiosqlite:///{tmp}/bare.db", n)
 
 
 async def many_blocked(
@@ -231,7 +179,7 @@ async def main() -> None:
     parser.add_argument("--samples", type=int, default=50)
     args = parser.parse_args()
 
-    bare = await bare_claim(200)
+    bare = await bare_claim_sqlite(200)
     with tempfile.TemporaryDirectory() as home, kandev_server(Path(home)) as (url, proc):
         limits = httpx.Limits(max_connections=100)
         async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:

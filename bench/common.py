@@ -136,3 +136,60 @@ async def bench_task(client: httpx.AsyncClient, name: str = "bench") -> dict:
         json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": name},
     )
     return r.json()
+
+
+async def bare_claim(url: str, n: int = 200) -> list[float]:
+    """The floor: one claim transaction through the same repository, on that database."""
+    from kandev.clarification import repository as repo
+    from kandev.clock import SystemClock
+    from kandev.db.engine import Database
+    from kandev.db.migrate import upgrade_to_head
+    from kandev.db.tables import task_session_turns, task_sessions, tasks
+    from kandev.ids import new_id
+
+    clock = SystemClock()
+    db = Database(url)
+    await upgrade_to_head(db)
+    now = clock.now()
+    async with db.write() as conn:
+        await conn.execute(tasks.insert().values(id="t", title="t", created_at=now, updated_at=now))
+    answer = {"question_id": "q", "selected_options": ["yes"], "custom_text": ""}
+    timings = []
+    for i in range(n):
+        now = clock.now()
+        async with db.write() as conn:
+            await conn.execute(
+                task_sessions.insert().values(
+                    id=f"s{i}", task_id="t", state="RUNNING", started_at=now, updated_at=now
+                )
+            )
+            await conn.execute(
+                task_session_turns.insert().values(
+                    id=f"turn{i}",
+                    session_id=f"s{i}",
+                    task_id="t",
+                    started_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            await repo.insert_bundle(
+                conn,
+                pending_id=f"p{i}",
+                session_id=f"s{i}",
+                task_id="t",
+                turn_id=f"turn{i}",
+                questions=ONE_QUESTION,
+                context="",
+                now=now,
+                new_id=new_id,
+            )
+        start = time.perf_counter()
+        async with db.write() as conn:
+            claimed = await repo.claim_active_bundle(
+                conn, db, f"p{i}", repo.ANSWERED, {"q": answer}, clock.now()
+            )
+        timings.append(time.perf_counter() - start)
+        assert claimed
+    await db.dispose()
+    return timings
