@@ -20,6 +20,8 @@ function refreshCounts() {
   }
   const totalEl = document.getElementById("board-total");
   if (totalEl) totalEl.textContent = String(total);
+  const nounEl = document.getElementById("board-total-noun");
+  if (nounEl) nounEl.textContent = total === 1 ? "task" : "tasks";
 }
 
 // Mirror of the server's shift_positions_from: later cards make room at `position`.
