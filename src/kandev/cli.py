@@ -215,4 +215,18 @@ def demo_agent() -> None:
 
 
 def main() -> None:
-    app()
+    """The `kandev` process: a usage error is one line on stderr and exit 2 (CONTRACT §12);
+    Typer's own rendering is a multi-line box."""
+    # Typer bundles its own click: its exceptions live there, not in the `click` package.
+    from typer._click import exceptions as click
+
+    try:
+        code = app(standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:
+        exc.show()  # bare `kandev` / `kandev task`: the help, as before
+        raise SystemExit(2) from None
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "kandev"
+        typer.echo(f"error: {exc.format_message()} (see `{where} -h`)", err=True)
+        raise SystemExit(2) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
