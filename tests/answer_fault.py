@@ -103,7 +103,7 @@ class Server:
                 with contextlib.suppress(httpx.TransportError):
                     if (await client.get(f"{self.url}/health")).status_code == 200:
                         return
-                await asyncio.sleep(POLL)
+                await asyncio.sleep(POLL)  # noqa: sleep-ok (bounded /health polling)
         raise AssertionError(f"server did not answer /health in time:\n{self.tail()}")
 
     def agent_groups(self) -> list[int]:
@@ -165,7 +165,7 @@ async def _until(check, timeout: float, what: str):  # type: ignore[no-untyped-d
             return found
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(POLL)  # noqa: sleep-ok (bounded polling, deadline above)
 
 
 async def _rows(client: httpx.AsyncClient, session_id: str) -> list[dict]:
@@ -294,7 +294,7 @@ async def run_trial(
         groups = server.agent_groups()
         claimed, seconds = await respond(server, pending_id, outcome_body(nonce, reject))
         if delay and not fault:
-            await asyncio.sleep(delay)  # the chosen kill moment, not a synchronization
+            await asyncio.sleep(delay)  # noqa: sleep-ok (the chosen kill moment)
         server.kill(groups)
         server.start()
         await server.wait_healthy()

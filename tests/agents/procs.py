@@ -53,5 +53,5 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> floa
     while not predicate():
         if time.monotonic() - start > timeout:
             raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.01)
+        time.sleep(0.01)  # noqa: sleep-ok (bounded polling of the process table)
     return time.monotonic() - start

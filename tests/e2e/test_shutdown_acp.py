@@ -66,7 +66,7 @@ def _wait_gone(pids: set[int], timeout: float = 5.0) -> set[int]:
     deadline = time.monotonic() + timeout
     alive = {p for p in pids if _alive(p)}
     while alive and time.monotonic() < deadline:
-        time.sleep(0.02)  # bounded polling on the process table
+        time.sleep(0.02)  # noqa: sleep-ok (bounded polling on the process table)
         alive = {p for p in alive if _alive(p)}
     return alive
 
