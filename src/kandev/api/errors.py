@@ -32,7 +32,8 @@ def error_response(
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _status_for(exc: errors.KandevError) -> int:
+def status_for(exc: errors.KandevError) -> int:
+    """The HTTP status of a domain error: the one mapping, shared by REST and the pages."""
     for cls in type(exc).__mro__:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]  # type: ignore[index]
@@ -57,7 +58,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.KandevError)
     async def _domain(_: Request, exc: errors.KandevError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, errors.Unauthorized) else None
-        return error_response(_status_for(exc), exc.message, headers)
+        return error_response(status_for(exc), exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from kandev.api.errors import _status_for
+from kandev.api.errors import status_for
 from kandev.errors import KandevError
 from kandev.web.pages import ErrorPage
 from kandev.web.render import render
@@ -14,7 +14,7 @@ TITLES = {404: "Not found", 400: "Bad request", 409: "Conflict", 403: "Forbidden
 
 
 def error_page(request: Request, exc: KandevError) -> HTMLResponse:
-    status = _status_for(exc)
+    status = status_for(exc)
     page = ErrorPage(
         status=status, title=TITLES.get(status, "Something went wrong"), message=exc.message
     )

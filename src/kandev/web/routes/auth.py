@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from kandev.api.auth import SAME_SITE, client_ip, is_https, set_session_cookie
-from kandev.api.errors import _status_for
+from kandev.api.errors import status_for
 from kandev.auth.identity import current_identity
 from kandev.auth.middleware import SESSION_COOKIE
 from kandev.errors import KandevError
@@ -46,7 +46,7 @@ async def login_form(request: Request) -> Response:
         )
     except KandevError as exc:
         page = SignInPage(mode="login", next=target, email=email, error=exc.message)
-        return render(request, "login.html", page, status_code=_status_for(exc))
+        return render(request, "login.html", page, status_code=status_for(exc))
     response = RedirectResponse(target, status_code=303)
     set_session_cookie(response, request, grant)
     return response
@@ -79,7 +79,7 @@ async def setup_form(request: Request) -> Response:
         page = SignInPage(
             mode="setup", next="/", email=email, display_name=display_name, error=exc.message
         )
-        return render(request, "login.html", page, status_code=_status_for(exc))
+        return render(request, "login.html", page, status_code=status_for(exc))
     response = RedirectResponse("/", status_code=303)
     set_session_cookie(response, request, grant)
     return response

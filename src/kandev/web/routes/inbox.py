@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from kandev.api.errors import _status_for
+from kandev.api.errors import status_for
 from kandev.clarification.inputs import RespondInput
 from kandev.clarification.listing import MAX_LIMIT
 from kandev.errors import KandevError, NotFound, ValidationFailed
@@ -169,5 +169,5 @@ async def inbox_answer(request: Request, pending_id: str) -> Response:
             raise
         items, more = await _items(services)
         page = InboxPage(items=items, more=more, error=exc.message)
-        return render(request, "inbox.html", page, nav="inbox", status_code=_status_for(exc))
+        return render(request, "inbox.html", page, nav="inbox", status_code=status_for(exc))
     return RedirectResponse("/inbox", status_code=303)

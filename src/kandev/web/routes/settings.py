@@ -11,7 +11,7 @@ import shlex
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from kandev.api.errors import _status_for
+from kandev.api.errors import status_for
 from kandev.auth.identity import current_identity
 from kandev.board.agent_profiles import require_profile_manager
 from kandev.board.inputs import AgentProfileCreate, AgentProfileUpdate
@@ -175,7 +175,7 @@ async def create_profile(request: Request) -> Response:
     except KandevError as exc:
         page = await _agents_page(request, create_form=_typed(form, "", exc))
         return render(
-            request, "settings/agents.html", page, nav="settings", status_code=_status_for(exc)
+            request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
     return RedirectResponse(AGENTS_PATH, status_code=303)
 
@@ -193,7 +193,7 @@ async def update_profile(request: Request, profile_id: str) -> Response:
     except KandevError as exc:
         page = await _agents_page(request, edit_form=_typed(form, profile_id, exc))
         return render(
-            request, "settings/agents.html", page, nav="settings", status_code=_status_for(exc)
+            request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
     return RedirectResponse(AGENTS_PATH, status_code=303)
 
@@ -206,7 +206,7 @@ async def delete_profile(request: Request, profile_id: str) -> Response:
     except KandevError as exc:
         page = await _agents_page(request, notice=exc.message)
         return render(
-            request, "settings/agents.html", page, nav="settings", status_code=_status_for(exc)
+            request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
     return RedirectResponse(AGENTS_PATH, status_code=303)
 
