@@ -45,6 +45,24 @@ def _question(url: str) -> str:
         return r.json()["pending_id"]
 
 
+def _answer_messages(url: str) -> list[dict]:
+    with httpx.Client(base_url=url) as http:
+        tasks = []
+        for ws in http.get("/api/v1/workspaces").json()["workspaces"]:
+            for flow in http.get("/api/v1/workflows", params={"workspace_id": ws["id"]}).json()[
+                "workflows"
+            ]:
+                tasks += http.get("/api/v1/tasks", params={"workflow_id": flow["id"]}).json()[
+                    "tasks"
+                ]
+        messages = []
+        for task in tasks:
+            for session in http.get(f"/api/v1/tasks/{task['id']}/sessions").json()["sessions"]:
+                r = http.get(f"/api/v1/sessions/{session['id']}/messages", params={"limit": 500})
+                messages += r.json()["messages"]
+    return [m for m in messages if m["author_type"] == "user" and m["type"] == "answer"]
+
+
 def test_list_and_answer_from_the_terminal(live_server_factory, sqlite_url) -> None:
     server = live_server_factory(sqlite_url)
     pending_id = _question(server.url)
@@ -67,6 +85,10 @@ def test_list_and_answer_from_the_terminal(live_server_factory, sqlite_url) -> N
     )
     assert answered.exit_code == 0, answered.output
     assert "Answered" in answered.output and "pick: a, b" in answered.output
+    # The conversation records where the answer came from: the terminal, not "mcp".
+    (message,) = _answer_messages(server.url)
+    assert message["content"].startswith("You answered:")
+    assert message["metadata"]["via"] == "cli"
 
     again = runner.invoke(app, ["questions", "answer", pending_id, "--reject", "late"], env=env)
     assert again.exit_code == 0, again.output

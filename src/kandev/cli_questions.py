@@ -44,6 +44,9 @@ async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import Implementation
+
+    from kandev import CLI_CLIENT_NAME, __version__
 
     base = root_url(url)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -73,7 +76,11 @@ async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
                 timeout=httpx2.Timeout(30, read=120),
                 event_hooks={"response": [keep_refusal]},
             ) as http,
-            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+            Client(
+                streamable_http_client(f"{base}/mcp", http_client=http),
+                # Names the terminal, so the server records its answers via "cli".
+                client_info=Implementation(name=CLI_CLIENT_NAME, version=__version__),
+            ) as client,
         ):
             yield call
     except Exception as exc:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from kandev import CLI_CLIENT_NAME
 from kandev.auth.agent_tokens import AgentPrincipal
 from kandev.errors import Unauthorized
 from kandev.mcp.context import current_agent
@@ -65,6 +66,18 @@ class ToolContext:
             except ValueError:  # not inside a request
                 scope = None
         return receipt_from_scope(scope)
+
+    def answer_surface(self) -> str:
+        """Where an answer given through this call comes from: "cli" when the MCP client is
+        the `kandev` terminal (it names itself CLI_CLIENT_NAME in clientInfo), else "mcp"."""
+        name = None
+        if self.mcp is not None:
+            try:
+                params = self.mcp.request_context.session.client_params
+            except (ValueError, AttributeError):  # not inside a request
+                params = None
+            name = params.client_info.name if params is not None else None
+        return "cli" if name == CLI_CLIENT_NAME else "mcp"
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -72,7 +72,7 @@ async def list_pending_questions(ctx: ToolContext, args: ListPendingArgs) -> dic
 async def answer_question(ctx: ToolContext, args: AnswerArgs) -> dict[str, Any]:
     answers = [a.model_dump() for a in args.answers] if args.answers is not None else None
     return await ctx.services.clarifications.resolve_bundle(
-        args.pending_id, answers, args.rejected, args.reject_reason, via="mcp"
+        args.pending_id, answers, args.rejected, args.reject_reason, via=ctx.answer_surface()
     )
 
 
