@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from kandev.catalog import messages as kinds
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -187,7 +189,7 @@ async def bare_claim(url: str, n: int = 200) -> list[float]:
         start = time.perf_counter()
         async with db.write() as conn:
             claimed = await repo.claim_active_bundle(
-                conn, db, f"p{i}", repo.ANSWERED, {"q": answer}, clock.now()
+                conn, db, f"p{i}", kinds.ANSWERED, {"q": answer}, clock.now()
             )
         timings.append(time.perf_counter() - start)
         assert claimed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kandev.agents.orchestrator import Orchestrator
 from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
 from kandev.auth.access import AccessRules
@@ -29,6 +28,7 @@ from kandev.repos.changes import ChangesService
 from kandev.repos.git import GitRunner
 from kandev.repos.service import RepositoryService
 from kandev.repos.worktrees import WorktreeService
+from kandev.sessions.orchestrator import Orchestrator
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.service import SessionService
 

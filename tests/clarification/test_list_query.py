@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import insert, text, update
 
 from kandev.auth.identity import SYNTHETIC_IDENTITY, Identity, acting_as
+from kandev.catalog import messages as kinds
 from kandev.clarification import repository as repo
 from kandev.clarification.list_query import PENDING_INDEX, build_list_query
 from kandev.clarification.listing import MAX_LIMIT, encode_cursor, list_pending_questions
@@ -154,7 +155,7 @@ class World:
         *,
         when: float = 1,
         row_id: str | None = None,
-        type: str = repo.TYPE,
+        type: str = kinds.CLARIFICATION_TYPE,
         task_id: str | None = None,
         with_pending_id: bool = True,
     ) -> str:
@@ -687,7 +688,7 @@ async def test_limit_defaults_and_clamps(db: Database, clock: ManualClock, world
             "task_id": task_id,
             "turn_id": turn_id,
             "author_type": "agent",
-            "type": repo.TYPE,
+            "type": kinds.CLARIFICATION_TYPE,
             "content": "",
             "metadata": {"pending_id": f"p{i:04d}", "question_id": "q", "status": "pending"},
             "created_at": at(i),
@@ -917,7 +918,7 @@ async def test_plan_uses_indexes_and_never_scans_all_messages(
                         "task_id": task_id,
                         "turn_id": turn_id,
                         "author_type": "agent",
-                        "type": repo.TYPE,
+                        "type": kinds.CLARIFICATION_TYPE,
                         "content": "",
                         "metadata": {
                             "pending_id": f"p{s:03d}-{b:03d}",

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
+from kandev.catalog.messages import ANSWERED, PENDING, REJECTED
 from kandev.clarification import repository as repo
 from kandev.clarification.recovery import RecoveryError, RecoveryReport, recover_on_startup
-from kandev.clarification.repository import ANSWERED, PENDING, REJECTED
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_turns
 from kandev.sessions.models import Message

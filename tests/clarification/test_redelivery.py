@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from kandev.catalog.messages import ANSWERED, REJECTED
 from kandev.clarification import repository as repo
 from kandev.clarification.recovery import RecoveryReport, recover_on_startup
-from kandev.clarification.repository import ANSWERED, REJECTED
 from kandev.clarification.service import DispatchRejected
 from kandev.db.tables import agent_profiles, task_sessions
 from kandev.services import Services

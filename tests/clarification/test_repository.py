@@ -14,13 +14,10 @@ import anyio
 import pytest
 from sqlalchemy import insert, select, text, update
 
+from kandev.catalog import messages as kinds
+from kandev.catalog.messages import ANSWERED, PENDING, REJECTED
 from kandev.clarification import repository as repo
-from kandev.clarification.repository import (
-    ANSWERED,
-    PENDING,
-    REJECTED,
-    ClarificationStateError,
-)
+from kandev.clarification.repository import ClarificationStateError
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
@@ -132,7 +129,7 @@ async def seed_message(
     *,
     session_id: str = "s1",
     turn_id: str = "turn-1",
-    type: str = repo.TYPE,
+    type: str = kinds.CLARIFICATION_TYPE,
     metadata: dict[str, Any] | None = None,
     when: float = 1,
 ) -> None:

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kandev.auth import agent_token_repository as repo
 from kandev.auth.identity import ROLE_MEMBER, SYNTHETIC_IDENTITY, Identity
 from kandev.auth.tokens import new_prefixed_token, parse_prefixed_token
+from kandev.catalog.states import TERMINAL_STATES
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.ids import IdFactory
-from kandev.sessions.models import TERMINAL_STATES
 
 AGENT_KIND = "agent"
 UNOWNED_WORKSPACE_USER = "kandev:unowned-workspace"

@@ -44,7 +44,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
 
-from kandev.clarification.repository import (
+from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
+from kandev.catalog.messages import (
     CONTEXT_KEY,
     PARENT_QUESTION_KEY,
     PENDING,
@@ -53,7 +54,8 @@ from kandev.clarification.repository import (
     QUESTION_INDEX_KEY,
     QUESTION_KEY,
     STATUS_KEY,
-    TYPE,
+)
+from kandev.clarification.repository import (
     _is_pending,
     _on_current_turn,
     _session_is_live,

@@ -16,17 +16,14 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
+from kandev.catalog.messages import PENDING_ID_KEY
+from kandev.catalog.states import INPUT_CAPABLE_STATES, TERMINAL_STATES
 from kandev.clarification.list_query import _inline
-from kandev.clarification.repository import (
-    INPUT_CAPABLE_STATES,
-    PENDING_ID_KEY,
-    TYPE,
-    _is_pending,
-)
+from kandev.clarification.repository import _is_pending
 from kandev.db.json_sql import json_key_text
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
-from kandev.sessions.models import TERMINAL_STATES
 from kandev.sessions.turns import current_turn_id_subquery
 
 # session id → (the bundle's first row's created_at, pending_id)

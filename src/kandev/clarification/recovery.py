@@ -28,6 +28,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog import messages as kinds
+from kandev.catalog.states import TERMINAL_STATES
 from kandev.clarification import repository as repo
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
@@ -35,7 +37,6 @@ from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
-from kandev.sessions.models import TERMINAL_STATES
 from kandev.sessions.turns import lock_session_turns, turn_is_authoritative
 
 
@@ -96,7 +97,7 @@ async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
 
 
 def _reserved() -> Any:
-    return json_truthy(turns.c.metadata, repo.DISPATCH_PENDING_KEY)
+    return json_truthy(turns.c.metadata, kinds.DISPATCH_PENDING_KEY)
 
 
 async def _pending_reservation_ids(db: Database) -> list[str]:
@@ -118,12 +119,16 @@ async def _load_reservation(conn: AsyncConnection, turn_id: str) -> _Reservation
     if row is None:
         return None
     meta: dict[str, Any] = row.metadata if isinstance(row.metadata, dict) else {}
-    keys = (repo.DISPATCH_PENDING_ID_KEY, repo.DISPATCH_TURN_ID_KEY, repo.DISPATCH_MESSAGE_IDS_KEY)
+    keys = (
+        kinds.DISPATCH_PENDING_ID_KEY,
+        kinds.DISPATCH_TURN_ID_KEY,
+        kinds.DISPATCH_MESSAGE_IDS_KEY,
+    )
     if not any(k in meta for k in keys):
         return _Reservation(turn_id, row.session_id, bool(row.authoritative), None, "", ())
-    pending_id = meta.get(repo.DISPATCH_PENDING_ID_KEY)
-    clarification_turn_id = meta.get(repo.DISPATCH_TURN_ID_KEY)
-    message_ids = meta.get(repo.DISPATCH_MESSAGE_IDS_KEY)
+    pending_id = meta.get(kinds.DISPATCH_PENDING_ID_KEY)
+    clarification_turn_id = meta.get(kinds.DISPATCH_TURN_ID_KEY)
+    message_ids = meta.get(kinds.DISPATCH_MESSAGE_IDS_KEY)
 
     def malformed(detail: str) -> RecoveryError:
         return RecoveryError(
@@ -170,8 +175,8 @@ async def _settle_reservation(
             .where(turns.c.id == turn_id)
             .values(
                 metadata=json_set_keys(
-                    json_remove_keys(turns.c.metadata, list(repo.DISPATCH_KEYS)),
-                    {repo.START_EVENT_PENDING_KEY: True},
+                    json_remove_keys(turns.c.metadata, list(kinds.DISPATCH_KEYS)),
+                    {kinds.START_EVENT_PENDING_KEY: True},
                 ),
                 updated_at=now,
             )
@@ -194,8 +199,8 @@ async def _reserved_rows(conn: AsyncConnection, reservation: _Reservation) -> li
     for row in rows:
         meta = row["metadata"] if isinstance(row["metadata"], dict) else {}
         if (
-            row["type"] != repo.TYPE
-            or meta.get(repo.PENDING_ID_KEY) != reservation.pending_id
+            row["type"] != kinds.CLARIFICATION_TYPE
+            or meta.get(kinds.PENDING_ID_KEY) != reservation.pending_id
             or row["turn_id"] != reservation.clarification_turn_id
         ):
             raise RecoveryError(
@@ -213,8 +218,8 @@ async def _check_reserved_claim(conn: AsyncConnection, reservation: _Reservation
     where = f"reservation turn {reservation.turn_id} (pending_id {reservation.pending_id})"
     if {r["id"] for r in rows} != set(reservation.message_ids):
         raise RecoveryError(f"{where}: reserved messages are missing")
-    outcomes = {r["metadata"].get(repo.STATUS_KEY) for r in rows}
-    if len(outcomes) != 1 or not outcomes <= set(repo.CLAIM_STATUSES):
+    outcomes = {r["metadata"].get(kinds.STATUS_KEY) for r in rows}
+    if len(outcomes) != 1 or not outcomes <= set(kinds.CLAIM_STATUSES):
         raise RecoveryError(f"{where}: reserved messages are not all answered or rejected")
     stray = [
         m.id
@@ -237,17 +242,17 @@ async def _delivery_intents(db: Database) -> tuple[list[str], list[str]]:
         rows = (
             await conn.execute(
                 select(
-                    messages.c.id, json_key_text(messages.c.metadata, repo.PENDING_ID_KEY)
+                    messages.c.id, json_key_text(messages.c.metadata, kinds.PENDING_ID_KEY)
                 ).where(
-                    messages.c.type == repo.TYPE,
-                    json_truthy(messages.c.metadata, repo.DELIVERY_PENDING_KEY),
+                    messages.c.type == kinds.CLARIFICATION_TYPE,
+                    json_truthy(messages.c.metadata, kinds.DELIVERY_PENDING_KEY),
                 )
             )
         ).all()
         reserved = set(
             (
                 await conn.execute(
-                    select(json_key_text(turns.c.metadata, repo.DISPATCH_PENDING_ID_KEY)).where(
+                    select(json_key_text(turns.c.metadata, kinds.DISPATCH_PENDING_ID_KEY)).where(
                         _reserved()
                     )
                 )
@@ -265,8 +270,8 @@ async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str)
     carrying = await repo.find_delivery_intent_messages(conn, pending_id)
     if not carrying:
         return None
-    statuses = {m.metadata.get(repo.STATUS_KEY) for m in carrying}
-    if len(statuses) != 1 or not statuses <= set(repo.CLAIM_STATUSES):
+    statuses = {m.metadata.get(kinds.STATUS_KEY) for m in carrying}
+    if len(statuses) != 1 or not statuses <= set(kinds.CLAIM_STATUSES):
         raise RecoveryError(
             f"clarification {pending_id}: delivery intent on rows with statuses "
             f"{sorted(str(s) for s in statuses)}"
@@ -283,6 +288,6 @@ async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str)
     if len(session_ids) == 1 and live:
         return True  # the agent gets it as a resumed turn once the server runs
     ids = [m.id for m in carrying]
-    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids, repo.VIA_RETIRED) is None:
+    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids, kinds.VIA_RETIRED) is None:
         raise RecoveryError(f"clarification {pending_id}: delivery intent could not be retired")
     return False

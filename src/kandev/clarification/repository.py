@@ -36,6 +36,39 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog.messages import (
+    ACTION_CLARIFICATION,
+    ACTION_PERMISSION,
+    AGENT_DISCONNECTED_KEY,
+    ANSWERED,
+    CANCELLED,
+    CLAIM_STATUSES,
+    CLARIFICATION_TYPE,
+    CONTEXT_KEY,
+    DELIVERED_VIA_KEY,
+    DELIVERY_PENDING_KEY,
+    DELIVERY_VIAS,
+    DISPATCH_ATTEMPTED_KEY,
+    DISPATCH_KEYS,
+    DISPATCH_MESSAGE_IDS_KEY,
+    DISPATCH_PENDING_ID_KEY,
+    DISPATCH_PENDING_KEY,
+    DISPATCH_TURN_ID_KEY,
+    EXPIRED,
+    PENDING,
+    PENDING_ID_KEY,
+    PERMISSION_TYPE,
+    QUESTION_ID_KEY,
+    QUESTION_INDEX_KEY,
+    QUESTION_KEY,
+    QUESTION_TOTAL_KEY,
+    REJECT_REASON_KEY,
+    RESPONDING,
+    RESPONSE_KEY,
+    STATUS_KEY,
+    VIA_TOOL_CALL,
+)
+from kandev.catalog.states import INPUT_CAPABLE_STATES, TERMINAL_STATES
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
 from kandev.db.tables import task_session_messages as messages
@@ -43,67 +76,8 @@ from kandev.db.tables import task_session_turns as turns
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
 from kandev.sessions import turn_repository
-from kandev.sessions.models import RUNNING, TERMINAL_STATES, WAITING_FOR_INPUT, Message
-from kandev.sessions.turns import (
-    DISPATCH_ATTEMPTED,
-    DISPATCH_PENDING,
-    current_turn_id_subquery,
-    lock_session_turns,
-)
-
-TYPE = "clarification_request"
-PERMISSION_TYPE = "permission_request"
-
-# Row statuses (§1.3). RESPONDING only exists inside the claim transaction.
-PENDING = "pending"
-ANSWERED = "answered"
-REJECTED = "rejected"
-EXPIRED = "expired"
-CANCELLED = "cancelled"
-RESPONDING = "responding"
-STATUSES = (PENDING, ANSWERED, REJECTED, EXPIRED, CANCELLED)
-CLAIM_STATUSES = (ANSWERED, REJECTED)
-
-# Message metadata keys (§1.2).
-PENDING_ID_KEY = "pending_id"
-QUESTION_ID_KEY = "question_id"
-QUESTION_KEY = "question"
-QUESTION_INDEX_KEY = "question_index"
-QUESTION_TOTAL_KEY = "question_total"
-CONTEXT_KEY = "context"
-STATUS_KEY = "status"
-RESPONSE_KEY = "response"
-AGENT_DISCONNECTED_KEY = "agent_disconnected"
-DELIVERY_PENDING_KEY = "response_delivery_pending"
-# Set when the delivery intent is cleared: how the outcome reached the agent (or why not).
-DELIVERED_VIA_KEY = "response_delivered_via"
-VIA_TOOL_CALL = "tool_call"  # the waiting ask call's result was written to the agent
-VIA_RESUME_TURN = "resume_turn"  # a resume prompt was written to the agent's stdin
-VIA_RECORDED = "recorded"  # nobody to resume (detached rejection, agent Kandev does not run)
-VIA_RETIRED = "retired"  # startup recovery: the session ended before it could be delivered
-DELIVERY_VIAS = (VIA_TOOL_CALL, VIA_RESUME_TURN, VIA_RECORDED, VIA_RETIRED)
-REJECT_REASON_KEY = "reject_reason"  # a rejection's reason, for a resume after a restart
-PARENT_QUESTION_KEY = "parent_question"
-
-# Reservation turn metadata keys (§1.4). The first two live in sessions.turns.
-DISPATCH_PENDING_KEY = DISPATCH_PENDING
-DISPATCH_ATTEMPTED_KEY = DISPATCH_ATTEMPTED
-DISPATCH_PENDING_ID_KEY = "prompt_dispatch_clarification_pending_id"
-DISPATCH_TURN_ID_KEY = "prompt_dispatch_clarification_turn_id"
-DISPATCH_MESSAGE_IDS_KEY = "prompt_dispatch_clarification_message_ids"
-START_EVENT_PENDING_KEY = "prompt_dispatch_start_event_pending"
-DISPATCH_KEYS = (
-    DISPATCH_PENDING_KEY,
-    DISPATCH_ATTEMPTED_KEY,
-    DISPATCH_PENDING_ID_KEY,
-    DISPATCH_TURN_ID_KEY,
-    DISPATCH_MESSAGE_IDS_KEY,
-)
-
-# Pending-action projection values (§1.7).
-ACTION_CLARIFICATION = "clarification"
-ACTION_PERMISSION = "permission"
-INPUT_CAPABLE_STATES = frozenset({RUNNING, WAITING_FOR_INPUT})
+from kandev.sessions.models import Message
+from kandev.sessions.turns import current_turn_id_subquery, lock_session_turns
 
 _ORDER = (messages.c.created_at, messages.c.id)
 
@@ -120,7 +94,7 @@ def _meta(key: str, table: Any = messages) -> ColumnElement[str]:
 
 
 def _of_bundle(pending_id: str, table: Any = messages) -> ColumnElement[bool]:
-    return and_(table.c.type == TYPE, _meta(PENDING_ID_KEY, table) == pending_id)
+    return and_(table.c.type == CLARIFICATION_TYPE, _meta(PENDING_ID_KEY, table) == pending_id)
 
 
 def _is_pending(table: Any = messages) -> ColumnElement[bool]:
@@ -150,7 +124,7 @@ def _well_formed(pending_id: str, table: Any = messages) -> ColumnElement[bool]:
         exists().where(
             _meta(PENDING_ID_KEY, sibling) == pending_id,
             or_(
-                sibling.c.type != TYPE,
+                sibling.c.type != CLARIFICATION_TYPE,
                 sibling.c.session_id != table.c.session_id,
                 sibling.c.turn_id.is_distinct_from(table.c.turn_id),
             ),
@@ -259,7 +233,7 @@ async def insert_bundle(
                 "turn_id": turn_id,
                 "author_type": "agent",
                 "author_id": "",
-                "type": TYPE,
+                "type": CLARIFICATION_TYPE,
                 "content": record["prompt"],
                 "requests_input": index == total - 1,
                 "metadata": {
@@ -291,7 +265,7 @@ async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[M
         conn,
         select(messages).where(
             messages.c.session_id == session_id,
-            messages.c.type == TYPE,
+            messages.c.type == CLARIFICATION_TYPE,
             _is_pending(),
             _on_current_turn(session_id=session_id),
         ),
@@ -500,7 +474,7 @@ async def detach_active(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == TYPE,
+                messages.c.type == CLARIFICATION_TYPE,
                 _is_pending(),
                 not_(json_truthy(messages.c.metadata, AGENT_DISCONNECTED_KEY)),
                 _on_current_turn(session_id=session_id),
@@ -528,7 +502,7 @@ async def expire_active_bundles(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == TYPE,
+                messages.c.type == CLARIFICATION_TYPE,
                 _is_pending(),
                 func.coalesce(_meta(PENDING_ID_KEY), "") != "",
                 _on_current_turn(session_id=session_id),
@@ -594,7 +568,7 @@ async def pending_actions_for_sessions(
         messages.c.session_id == current.c.session_id,
         messages.c.turn_id == current.c.turn_id,
     )
-    clarification = exists().where(*on_turn, messages.c.type == TYPE, _is_pending())
+    clarification = exists().where(*on_turn, messages.c.type == CLARIFICATION_TYPE, _is_pending())
     permission_status = (
         select(func.coalesce(_meta(STATUS_KEY), ""))
         .where(*on_turn, messages.c.type == PERMISSION_TYPE)

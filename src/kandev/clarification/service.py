@@ -28,6 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.access import AccessRules
 from kandev.auth.identity import caller_scope, current_identity
+from kandev.catalog import messages as kinds
+from kandev.catalog.states import WAITING_FOR_INPUT
 from kandev.clarification import repository as repo
 from kandev.clarification.outcome import validate_outcome
 from kandev.clarification.questions import normalize_questions, questions_equal
@@ -54,7 +56,7 @@ from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
-from kandev.sessions.models import WAITING_FOR_INPUT, Message
+from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.turns import current_turn_id
 
@@ -128,9 +130,9 @@ class Bundle:
         )
 
     def status(self) -> str:
-        statuses = {m.metadata.get("status") or repo.PENDING for m in self.messages}
-        if repo.PENDING in statuses:
-            return repo.PENDING
+        statuses = {m.metadata.get("status") or kinds.PENDING for m in self.messages}
+        if kinds.PENDING in statuses:
+            return kinds.PENDING
         return sorted(statuses)[0]
 
 
@@ -144,7 +146,7 @@ def _abort_orphaned_handoff(waiter: asyncio.Future[Any]) -> None:
 
 
 def _carries_intent(message: Message) -> bool:
-    return str(message.metadata.get(repo.DELIVERY_PENDING_KEY)).lower() in ("true", "1")
+    return str(message.metadata.get(kinds.DELIVERY_PENDING_KEY)).lower() in ("true", "1")
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -619,7 +621,7 @@ class ClarificationService(ScopedService):
         """R2: one re-read, no retry. A terminal status means a winner exists: replay it."""
         async with self.db.read() as conn:
             rows = sorted(await repo.find_bundle_messages(conn, pending_id), key=_question_order)
-        decided = [m for m in rows if m.metadata.get("status") in (repo.ANSWERED, repo.REJECTED)]
+        decided = [m for m in rows if m.metadata.get("status") in (kinds.ANSWERED, kinds.REJECTED)]
         if not decided:
             raise Conflict(NO_LONGER_ACTIVE)
         status = decided[0].metadata["status"]
@@ -627,7 +629,7 @@ class ClarificationService(ScopedService):
             m.metadata["response"] for m in rows if isinstance(m.metadata.get("response"), dict)
         ]
         # R2b: the winner's reason is not stored, so a replay carries "".
-        envelope = response_envelope(answers, status == repo.REJECTED, "")
+        envelope = response_envelope(answers, status == kinds.REJECTED, "")
         return resolution_body(pending_id, False, status, envelope)
 
     async def _deliver(
@@ -652,7 +654,7 @@ class ClarificationService(ScopedService):
             await self._deliver_detached(bundle, status, claimed_ids, response)
             return
         except AlreadyResponded:
-            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL)
+            await self._finalize(bundle.pending_id, status, claimed_ids, kinds.VIA_TOOL_CALL)
             raise DeliveryFailed("response already submitted") from None
         except ConfirmationFailed as exc:
             if exc.delivered:
@@ -679,10 +681,10 @@ class ClarificationService(ScopedService):
     ) -> None:
         async with self.db.read() as conn:
             session = await sessions_repo.get_session(conn, bundle.session_id)
-        if status == repo.REJECTED or (session is not None and session.agent_profile_id is None):
+        if status == kinds.REJECTED or (session is not None and session.agent_profile_id is None):
             # Recorded without resuming: a rejection needs no new turn, and an agent Kandev
             # does not run reads the answer from the conversation.
-            await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_RECORDED)
+            await self._finalize(bundle.pending_id, status, claimed_ids, kinds.VIA_RECORDED)
             return
         try:
             await self._resume(bundle, claimed_ids, response)
@@ -696,7 +698,7 @@ class ClarificationService(ScopedService):
             raise DeliveryFailed(
                 f"clarification response was accepted, but the agent could not be resumed: {exc}"
             ) from exc
-        await self._finalize(bundle.pending_id, status, claimed_ids, repo.VIA_RESUME_TURN)
+        await self._finalize(bundle.pending_id, status, claimed_ids, kinds.VIA_RESUME_TURN)
 
     async def _resume(
         self, bundle: Bundle, claimed_ids: list[str], response: ClarificationResponse
@@ -719,7 +721,7 @@ class ClarificationService(ScopedService):
 
         async def delivered(conn: AsyncConnection) -> list[Message] | None:
             return await repo.finalize_delivery(
-                conn, self.db, bundle.pending_id, status, claimed_ids, repo.VIA_TOOL_CALL
+                conn, self.db, bundle.pending_id, status, claimed_ids, kinds.VIA_TOOL_CALL
             )
 
         async def still_waiting(conn: AsyncConnection) -> bool:
@@ -763,27 +765,27 @@ class ClarificationService(ScopedService):
         if not carrying or not rows:
             return  # delivered meanwhile
         bundle = Bundle.from_messages(pending_id, rows)
-        status = str(carrying[0].metadata.get(repo.STATUS_KEY))
+        status = str(carrying[0].metadata.get(kinds.STATUS_KEY))
         claimed_ids = [m.id for m in carrying]
         async with self.db.read() as conn:
             session = await sessions_repo.get_session(conn, bundle.session_id)
         if session is None or session.is_terminal:
-            await self._finalize(pending_id, status, claimed_ids, repo.VIA_RETIRED)
+            await self._finalize(pending_id, status, claimed_ids, kinds.VIA_RETIRED)
             return
-        detached = all(m.metadata.get(repo.AGENT_DISCONNECTED_KEY) for m in carrying)
-        if session.agent_profile_id is None or (status == repo.REJECTED and detached):
+        detached = all(m.metadata.get(kinds.AGENT_DISCONNECTED_KEY) for m in carrying)
+        if session.agent_profile_id is None or (status == kinds.REJECTED and detached):
             # As when the server was up: nobody to resume (see _deliver_detached).
-            await self._finalize(pending_id, status, claimed_ids, repo.VIA_RECORDED)
+            await self._finalize(pending_id, status, claimed_ids, kinds.VIA_RECORDED)
             return
         response = ClarificationResponse(
             pending_id=pending_id,
             answers=[
-                m.metadata[repo.RESPONSE_KEY]
+                m.metadata[kinds.RESPONSE_KEY]
                 for m in carrying
-                if isinstance(m.metadata.get(repo.RESPONSE_KEY), dict)
+                if isinstance(m.metadata.get(kinds.RESPONSE_KEY), dict)
             ],
-            rejected=status == repo.REJECTED,
-            reject_reason=str(carrying[0].metadata.get(repo.REJECT_REASON_KEY) or ""),
+            rejected=status == kinds.REJECTED,
+            reject_reason=str(carrying[0].metadata.get(kinds.REJECT_REASON_KEY) or ""),
         )
         for attempt in range(REDELIVERY_BUSY_RETRIES):
             try:
@@ -793,7 +795,7 @@ class ClarificationService(ScopedService):
                 if "busy" not in str(exc) or attempt == REDELIVERY_BUSY_RETRIES - 1:
                     raise
                 await asyncio.sleep(REDELIVERY_BUSY_WAIT)  # another resume of the session runs
-        await self._finalize(pending_id, status, claimed_ids, repo.VIA_RESUME_TURN)
+        await self._finalize(pending_id, status, claimed_ids, kinds.VIA_RESUME_TURN)
 
     async def _restore(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
         async with self.db.write() as conn:

@@ -19,8 +19,8 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog.states import TERMINAL_STATES
 from kandev.db.tables import applied_moves, pending_moves, task_sessions
-from kandev.sessions.models import TERMINAL_STATES
 
 KEEP_PER_SESSION = 20
 MAX_AGE = timedelta(days=7)

@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kandev.auth.access import AccessRules
 from kandev.board import task_repository, workflow_repository
 from kandev.board.models import Task, Workflow, WorkflowStep
+from kandev.catalog.states import FINAL_TASK_STATES, TASK_COMPLETED, TASK_TODO
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, ValidationFailed
@@ -61,9 +62,6 @@ ACTOR_AGENT = "agent"  # an agent on /agent/mcp (its session is the sender)
 ACTOR_EXTERNAL = "mcp"  # a caller of the external /mcp endpoint
 ACTOR_WORKFLOW = "workflow"  # on_turn_complete automation
 
-TASK_COMPLETED = "COMPLETED"
-TASK_TODO = "TODO"
-FINAL_TASK_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 ENTRY_PROMPT_AUTHOR = "kandev:step-entry"
 
 # Why a deferred move was dropped instead of applied (task.move_dropped `reason`).

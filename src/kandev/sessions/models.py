@@ -8,25 +8,17 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from kandev.catalog.states import (
+    TERMINAL_STATES,
+)
 from kandev.clock import isoformat
 
-# Session states (CONTRACT §4). The last three are terminal.
-CREATED = "CREATED"
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-WAITING_FOR_INPUT = "WAITING_FOR_INPUT"
-IDLE = "IDLE"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
-CANCELLED = "CANCELLED"
-TERMINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED})
 # What a session without an agent profile says about itself (bring your own agent): Kandev
 # runs nothing for it, so it starts IDLE and waits for an external agent to connect.
 EXTERNAL_AGENT_HINT = (
     "No managed agent: connect one with POST /api/v1/sessions/{id}/agent-token "
     "(it reads prompts with get_task_conversation_kandev)"
 )
-SESSION_STATES = (CREATED, STARTING, RUNNING, WAITING_FOR_INPUT, IDLE, COMPLETED, FAILED, CANCELLED)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,16 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
+from kandev.catalog.states import (
+    FAILED,
+    IDLE,
+    RUNNING,
+    STARTING,
+    TASK_IN_PROGRESS,
+    TASK_REVIEW,
+    TERMINAL_STATES,
+    WAITING_FOR_INPUT,
+)
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.events.bus import EventBus
@@ -22,22 +32,10 @@ from kandev.ids import IdFactory
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
-from kandev.sessions.models import (
-    FAILED,
-    IDLE,
-    RUNNING,
-    STARTING,
-    TERMINAL_STATES,
-    WAITING_FOR_INPUT,
-    Message,
-    Session,
-    Turn,
-)
+from kandev.sessions.models import Message, Session, Turn
 from kandev.sessions.turns import lock_session_turns
 
 T = TypeVar("T")
-TASK_IN_PROGRESS = "IN_PROGRESS"
-TASK_REVIEW = "REVIEW"
 
 
 class SessionRecorder:

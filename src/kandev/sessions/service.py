@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kandev.agents.orchestrator import Orchestrator, PromptResult
 from kandev.auth.access import AccessRules
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.auth.identity import current_identity
 from kandev.board import agent_profile_repository
 from kandev.board.agent_profiles import PROFILE_NOT_FOUND
+from kandev.catalog.states import CREATED, IDLE
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, NotFound
@@ -23,7 +23,8 @@ from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
-from kandev.sessions.models import CREATED, IDLE, Message, Session
+from kandev.sessions.models import Message, Session
+from kandev.sessions.orchestrator import Orchestrator, PromptResult
 from kandev.sessions.pending import sessions_json
 
 MESSAGE_NOT_FOUND = "message not found"

@@ -10,8 +10,9 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog.states import TERMINAL_STATES
 from kandev.db.tables import task_sessions
-from kandev.sessions.models import TERMINAL_STATES, Session
+from kandev.sessions.models import Session
 
 
 async def get_session_row(conn: AsyncConnection, session_id: str) -> RowMapping | None:

@@ -12,19 +12,17 @@ from __future__ import annotations
 from sqlalchemy import ColumnElement, ScalarSelect, exists, not_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog.messages import DISPATCH_ATTEMPTED_KEY, DISPATCH_PENDING_KEY
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
 
-DISPATCH_PENDING = "prompt_dispatch_pending"
-DISPATCH_ATTEMPTED = "prompt_dispatch_attempted"
-
 
 def turn_is_authoritative(turn_table=turns) -> ColumnElement[bool]:  # type: ignore[no-untyped-def]
     return or_(
-        not_(json_truthy(turn_table.c.metadata, DISPATCH_PENDING)),
-        json_truthy(turn_table.c.metadata, DISPATCH_ATTEMPTED),
+        not_(json_truthy(turn_table.c.metadata, DISPATCH_PENDING_KEY)),
+        json_truthy(turn_table.c.metadata, DISPATCH_ATTEMPTED_KEY),
         exists().where(messages.c.turn_id == turn_table.c.id),
     )
 

@@ -19,11 +19,12 @@ from kandev.agents.runtime import AgentFailed, AgentHandle, AgentLaunch, AgentRu
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.board import agent_profile_repository, task_repository
 from kandev.board.models import Task
+from kandev.catalog.states import CANCELLED, FAILED, IDLE, STARTING
 from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.faults import fault_point
 from kandev.sessions import session_repository as sessions_repo
-from kandev.sessions.models import CANCELLED, FAILED, IDLE, STARTING, Message, Session
+from kandev.sessions.models import Message, Session
 from kandev.sessions.recorder import SessionRecorder
 
 log = logging.getLogger(__name__)
