@@ -21,7 +21,11 @@ def test_board_shows_one_column_per_step_and_cards_in_position_order(page, board
     expect(backlog).to_have_text(["Write the parser", "Fix the login bug"])
     review = page.locator(".column", has=page.get_by_role("heading", name="Review"))
     expect(review.locator("[data-count]")).to_have_text("1")
-    expect(review.locator(".chip-state")).to_have_text("Todo")
+    # The badge is the agent's activity, not a second column name (issue 14 trial).
+    expect(review.locator(".chip-state")).to_have_text("Idle")
+    expect(review.locator(".chip-state")).to_have_attribute(
+        "title", re.compile("column is the workflow step")
+    )
     expect(page.locator("body")).to_have_attribute("data-ready", "1")
 
 
@@ -248,6 +252,9 @@ def test_question_puts_a_needs_input_badge_on_the_card_live(page, board, rest) -
     assert r.status_code == 201, r.text
     expect(card.locator("[data-badge=needs-input]")).to_have_text("needs input")
     assert rest.get(f"/api/v1/tasks/{task['id']}").json()["task_pending_action"] == "clarification"
+    # The card still sits in Backlog; its badge says what the agent does, never "Review".
+    assert card.get_attribute("data-step-id") == board.steps["Backlog"]["id"]
+    expect(card.locator(".chip-state")).to_have_text("Agent waiting")
 
 
 def test_board_screenshots(browser, server, board, rest, screenshot) -> None:

@@ -231,6 +231,20 @@ def test_single_question_happy_path(page, board, rest) -> None:
     assert [r["metadata"]["status"] for r in rows] == ["answered"]
 
 
+def test_the_header_badge_is_the_agent_activity_not_the_step(page, board, rest) -> None:
+    task = board.task("Activity")
+    open_task(page, task)
+    chip = page.locator("#task-state")
+    expect(chip).to_have_text("Idle")
+    expect(chip).to_have_attribute("title", re.compile("column is the workflow step"))
+    start(board, task, "Refactor the parser", profile="demo")
+    expect(overlay(page)).to_be_visible()
+    # Live: the task is REVIEW with a question open, and still on Backlog.
+    expect(chip).to_have_text("Agent waiting")
+    expect(page.locator("#task-badge")).to_have_text("needs input")
+    expect(page.locator("#stepper [aria-current=step]")).to_contain_text("Backlog")
+
+
 def test_multi_question_carousel_submit_gating_number_keys_and_arrows(page, board, rest) -> None:
     task = board.task("Carousel")
     session = start(board, task, "ask")

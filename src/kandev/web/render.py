@@ -45,6 +45,31 @@ def state_label(state: str) -> str:
     return " ".join(word.capitalize() for word in state.split("_"))
 
 
+# A task's `state` is what its agent is doing; its column is the workflow step (which people
+# and step rules change). The badge says the former in words that cannot be read as a column
+# name ("In Progress" on a Backlog card confused the first users).
+ACTIVITY_LABELS: dict[str, str] = {
+    "TODO": "Idle",
+    "IN_PROGRESS": "Agent working",
+    "REVIEW": "Agent done",
+    "COMPLETED": "Completed",
+    "FAILED": "Agent failed",
+    "CANCELLED": "Cancelled",
+}
+WAITING_LABEL = "Agent waiting"  # a question or permission request is open: "needs input"
+ACTIVITY_TITLE = (
+    "What the agent is doing on this task. The column is the workflow step: where the task "
+    "sits on the board, moved by people and step rules, not by the agent's activity."
+)
+
+
+def activity_label(state: str, pending_action: str | None = None) -> str:
+    """The board card's and task header's badge: IN_PROGRESS → 'Agent working'."""
+    if pending_action:
+        return WAITING_LABEL
+    return ACTIVITY_LABELS.get(state) or state_label(state)
+
+
 def _build_env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATE_DIR),
@@ -53,10 +78,16 @@ def _build_env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(static=static_url, vendor=vendor_url)
+    env.globals.update(
+        static=static_url,
+        vendor=vendor_url,
+        activity_title=ACTIVITY_TITLE,
+        activity_labels={**ACTIVITY_LABELS, "": WAITING_LABEL},
+    )
     env.filters["markdown"] = render_markdown
     env.filters["jsonattr"] = _tojson_attr
     env.filters["state_label"] = state_label
+    env.filters["activity_label"] = activity_label
     return env
 
 

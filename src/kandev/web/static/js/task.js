@@ -176,7 +176,9 @@ function setTask(task) {
   document.getElementById("task-title").textContent = task.title;
   const chip = document.getElementById("task-state");
   chip.className = `chip chip-state state-${task.state.toLowerCase()}`;
-  chip.textContent = task.state.replace(/_/g, " ").toLowerCase().replace(/\b\w/g, (c) => c.toUpperCase());
+  // The words are the server's (web/render.py ACTIVITY_LABELS; "" = a pending action).
+  const labels = JSON.parse(chip.dataset.labels || "{}");
+  chip.textContent = labels[task.task_pending_action ? "" : task.state] || task.state;
   if (task.state === "IN_PROGRESS") {
     const spin = document.createElement("span");
     spin.className = "spinner";
