@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from acp.schema import ToolCallProgress, ToolCallStart
 
-from kandev.agents.acp_runtime import reduce_update
+from kandev.agents.acp_updates import reduce_update
 from kandev.clarification.texts import human_answer_text
 
 ASK_INPUT = {"questions": [{"id": "q", "prompt": "Deploy now?\nmore", "options": []}]}

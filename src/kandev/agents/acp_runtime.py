@@ -2,16 +2,11 @@
 
 One `AcpAgentHandle` is one agent process with one open ACP session. The process runs in
 its own process group (so `stop()` also ends whatever the agent spawned), its stderr is kept
-in a small ring buffer (so failures can quote the last lines), and its `session/update`
-notifications are reduced to `AgentUpdate`s delivered to `AgentEvents.on_agent_update` in
-the order the agent sent them.
-
-Client side of ACP, deliberately minimal:
-
-- capabilities: no file system, no terminal (agents use their own tools for those);
-- `session/request_permission`: the first "allow" option is chosen automatically, otherwise
-  the request is answered `cancelled`. A permission UI comes later;
-- every other client method (fs/*, terminal/*, extensions) answers method-not-found.
+in a small ring buffer (`stderr_tail.py`, so failures can quote the last lines), and its
+`session/update` notifications are reduced to `AgentUpdate`s (`acp_updates.py`) delivered to
+`AgentEvents.on_agent_update` in the order the agent sent them. The ACP client callbacks are
+`acp_client.py`; permission requests are answered by the `PermissionPolicy` given to
+`AcpRuntime` (`acp_permissions.py`; by default the first "allow" option, silently).
 
 The agent never outlives the server: it is started through `process_guard.py` (the group
 leader, which SIGKILLs the whole group when the server's end of its leash pipe closes, even
@@ -29,53 +24,37 @@ import os
 import shutil
 import signal
 import sys
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.connection import StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
-    AgentMessageChunk,
-    AgentPlanUpdate,
-    AgentThoughtChunk,
-    AllowedOutcome,
     ClientCapabilities,
-    ContentToolCallContent,
-    DeniedOutcome,
-    FileEditToolCallContent,
     FileSystemCapabilities,
     HttpHeader,
     HttpMcpServer,
     Implementation,
     InitializeResponse,
-    PermissionOption,
-    RequestPermissionResponse,
-    ResourceContentBlock,
-    TerminalToolCallContent,
-    TextContentBlock,
-    ToolCallProgress,
-    ToolCallStart,
 )
 
 from kandev import __version__
+from kandev.agents.acp_client import KandevAcpClient
+from kandev.agents.acp_permissions import AutoAllowPolicy, PermissionPolicy
+from kandev.agents.acp_updates import SessionUpdate, reduce_update
 from kandev.agents.process_repository import ProcessRecord
 from kandev.agents.processes import SESSION_ENV, AgentProcessLedger
 from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
+from kandev.agents.stderr_tail import STDERR_MAX_LINE, STDERR_TAIL_LINES, StderrTail
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 MCP_SERVER_NAME = "kandev"
-STDERR_TAIL_LINES = 20  # lines quoted in failure messages
-STDERR_KEEP_LINES = 200  # lines kept in the ring buffer
-STDERR_MAX_LINE = 2000  # characters kept per stderr line
 EXIT_DRAIN_SECONDS = 1.0  # after the process exits, how long to wait for its pipes to drain
-
-_ALLOW_KINDS = ("allow_once", "allow_always")
 GUARD_SCRIPT = str(Path(__file__).with_name("process_guard.py"))
 
 
@@ -111,181 +90,6 @@ def guarded_argv(argv: list[str], leash_fd: int) -> list[str]:
     return [*guard, "--", *argv]
 
 
-class _StderrTail:
-    """A bounded ring buffer of the last lines of a text stream (stderr, stray stdout)."""
-
-    def __init__(self, keep: int = STDERR_KEEP_LINES) -> None:
-        self._lines: deque[str] = deque(maxlen=keep)
-        self._partial = ""
-
-    def feed(self, data: bytes) -> None:
-        text = self._partial + data.decode("utf-8", errors="replace")
-        *complete, self._partial = text.split("\n")
-        for line in complete:
-            self._append(line)
-        if len(self._partial) > STDERR_MAX_LINE:
-            self._append(self._partial)
-            self._partial = ""
-
-    def finish(self) -> None:
-        if self._partial:
-            self._append(self._partial)
-            self._partial = ""
-
-    def _append(self, line: str) -> None:
-        line = line.rstrip("\r")
-        if line.strip():
-            self._lines.append(line[:STDERR_MAX_LINE])
-
-    def tail(self, count: int = STDERR_TAIL_LINES) -> str:
-        lines = list(self._lines)[-count:]
-        if self._partial.strip():
-            lines.append(self._partial[:STDERR_MAX_LINE])
-        return "\n".join(lines)
-
-
-def _render_block(block: Any) -> str:
-    if isinstance(block, TextContentBlock):
-        return block.text
-    if isinstance(block, ResourceContentBlock):
-        return f"[{block.name}]({block.uri})"
-    kind = getattr(block, "type", "content")
-    return f"[{kind}]"
-
-
-def _render_tool_content(items: list[Any] | None) -> str:
-    parts: list[str] = []
-    for item in items or []:
-        if isinstance(item, ContentToolCallContent):
-            parts.append(_render_block(item.content))
-        elif isinstance(item, FileEditToolCallContent):
-            parts.append(f"[diff {item.path}]")
-        elif isinstance(item, TerminalToolCallContent):
-            parts.append(f"[terminal {item.terminal_id}]")
-    return "\n".join(part for part in parts if part)
-
-
-def _ask_title(title: str | None, raw_input: Any) -> str | None:
-    """ "Ask: <first question's prompt>" for an ask_user_question_kandev call (issue 14.3),
-    whose title agents often give as the tool name or its raw JSON; else None."""
-    if title and "ask_user_question" not in title and not title.lstrip().startswith("{"):
-        return None
-    questions = raw_input.get("questions") if isinstance(raw_input, dict) else None
-    first = questions[0] if isinstance(questions, list) and questions else None
-    prompt = first.get("prompt") if isinstance(first, dict) else None
-    if not isinstance(prompt, str) or not prompt.strip():
-        return None
-    line = prompt.strip().splitlines()[0]
-    return f"Ask: {line[:117]}…" if len(line) > 120 else f"Ask: {line}"
-
-
-def reduce_update(update: Any) -> AgentUpdate | None:
-    """Map one ACP `session/update` payload to what Kandev stores (None: not stored)."""
-    if isinstance(update, AgentMessageChunk):
-        return AgentUpdate(kind="agent_text", content=_render_block(update.content))
-    if isinstance(update, AgentThoughtChunk):
-        return AgentUpdate(kind="agent_thought", content=_render_block(update.content))
-    if isinstance(update, ToolCallStart):
-        metadata: dict[str, Any] = {
-            "title": update.title,  # kept apart from content, which later carries output
-            "status": update.status or "pending",
-            "kind": update.kind or "other",
-        }
-        if update.raw_input is not None:
-            metadata["raw_input"] = update.raw_input
-        ask = _ask_title(update.title, update.raw_input)
-        if ask:
-            metadata["title"] = ask
-        text = _render_tool_content(update.content)
-        if text:
-            metadata["text"] = text
-        return AgentUpdate(
-            kind="tool_call", content=update.title, key=update.tool_call_id, metadata=metadata
-        )
-    if isinstance(update, ToolCallProgress):
-        # Only what the agent changed: absent fields mean "unchanged".
-        metadata = {}
-        if update.status is not None:
-            metadata["status"] = update.status
-        if update.title is not None:
-            metadata["title"] = update.title
-        if update.kind is not None:
-            metadata["kind"] = update.kind
-        if update.raw_input is not None:
-            metadata["raw_input"] = update.raw_input
-        if update.raw_output is not None:
-            metadata["raw_output"] = update.raw_output
-        ask = _ask_title(update.title, update.raw_input)
-        if ask:
-            metadata["title"] = ask
-        return AgentUpdate(
-            kind="tool_call_update",
-            content=_render_tool_content(update.content),
-            key=update.tool_call_id,
-            metadata=metadata,
-        )
-    if isinstance(update, AgentPlanUpdate):
-        entries = [
-            {"content": e.content, "status": e.status, "priority": e.priority}
-            for e in update.entries
-        ]
-        rendered = "\n".join(f"[{e['status']}] {e['content']}" for e in entries)
-        return AgentUpdate(kind="plan", content=rendered, key="plan", metadata={"entries": entries})
-    return None  # user echoes, mode/commands/usage/config updates: not stored
-
-
-class _KandevClient:
-    """The ACP Client the agent talks to: forwards updates, answers permissions."""
-
-    def __init__(self, handle: AcpAgentHandle) -> None:
-        self._handle = handle
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        # Must not await before enqueueing: the SDK runs each notification in its own task,
-        # and only the synchronous prefix of those tasks runs in arrival order.
-        self._handle._on_session_update(session_id, update)
-
-    async def request_permission(
-        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
-    ) -> RequestPermissionResponse:
-        # No permissions UI yet: allow what the agent offers to allow, else decline.
-        for option in options:
-            if option.kind in _ALLOW_KINDS:
-                return RequestPermissionResponse(
-                    outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
-                )
-        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-
-    # Capabilities say no fs and no terminal; answer such calls method-not-found explicitly
-    # (the SDK would otherwise answer some terminal methods with a null result).
-    async def write_text_file(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("fs/write_text_file")
-
-    async def read_text_file(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("fs/read_text_file")
-
-    async def create_terminal(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("terminal/create")
-
-    async def terminal_output(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("terminal/output")
-
-    async def release_terminal(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("terminal/release")
-
-    async def wait_for_terminal_exit(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("terminal/wait_for_exit")
-
-    async def kill_terminal(self, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("terminal/kill")
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise RequestError.method_not_found(f"_{method}")
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-
 class _ProcessEnded(Exception):
     """The agent process ended (or closed its output) while a request was outstanding."""
 
@@ -315,6 +119,7 @@ class AcpAgentHandle:
         stop_grace: float,
         leash_fd: int | None = None,
         ledger: AgentProcessLedger | None = None,
+        permission_policy: PermissionPolicy | None = None,
     ) -> None:
         self._launch = launch
         self._events = events
@@ -326,7 +131,7 @@ class AcpAgentHandle:
         self._recorded = asyncio.Event()  # record() has run (or there is nothing to record)
         if ledger is None:
             self._recorded.set()
-        self._stderr = _StderrTail()
+        self._stderr = StderrTail()
         self._acp_session_id = ""
         self._resumed = False
         self._ready = False  # start() finished: exits from now on are reported
@@ -343,10 +148,11 @@ class AcpAgentHandle:
         # The SDK reads JSON-RPC lines from `self._acp_out`; `_pump_stdout` fills it with the
         # agent's JSON lines and keeps anything else (banners, stray prints) for messages.
         self._acp_out = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-        self._stray_stdout = _StderrTail(keep=5)
+        self._stray_stdout = StderrTail(keep=5)
         self._on_prompt_sent: Callable[[], None] | None = None
+        client = KandevAcpClient(self._on_session_update, permission_policy or AutoAllowPolicy())
         self._conn = connect_to_agent(
-            _KandevClient(self), process.stdin, self._acp_out, observers=[self._observe]
+            client, process.stdin, self._acp_out, observers=[self._observe]
         )
         self._stdout_task = asyncio.create_task(self._pump_stdout(), name="acp-agent-stdout")
         self._stderr_task = asyncio.create_task(self._read_stderr(), name="acp-agent-stderr")
@@ -567,7 +373,7 @@ class AcpAgentHandle:
 
     # --- background tasks ----------------------------------------------------------------
 
-    def _on_session_update(self, session_id: str, update: Any) -> None:
+    def _on_session_update(self, session_id: str, update: SessionUpdate) -> None:
         if self._suppress_updates or self._stopping:
             return
         if self._acp_session_id and session_id != self._acp_session_id:
@@ -770,10 +576,12 @@ class AcpRuntime:
         init_timeout: float = 30.0,
         stop_grace: float = 5.0,
         ledger: AgentProcessLedger | None = None,
+        permission_policy: PermissionPolicy | None = None,
     ) -> None:
         self.init_timeout = init_timeout
         self.stop_grace = stop_grace
         self.ledger = ledger
+        self.permission_policy = permission_policy or AutoAllowPolicy()
 
     async def start(self, launch: AgentLaunch, events: AgentEvents) -> AcpAgentHandle:
         argv = resolve_command(launch.command)
@@ -813,6 +621,7 @@ class AcpRuntime:
             stop_grace=self.stop_grace,
             leash_fd=leash_write,
             ledger=self.ledger,
+            permission_policy=self.permission_policy,
         )
         try:
             if self.ledger is not None:
