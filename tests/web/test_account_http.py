@@ -122,7 +122,7 @@ async def test_setup_form_creates_the_admin_and_signs_in(auth_client) -> None:
 
     short = await auth_client.post("/setup", data={"email": ADMIN["email"], "password": "x"})
     assert short.status_code == 400
-    assert "password: must be at least 8 characters" in soup(short).select_one("#signin-error").text
+    assert soup(short).select_one("#signin-error").text == "Password must be at least 8 characters."
     assert soup(short).select_one("input[name=email]")["value"] == ADMIN["email"]
 
     r = await auth_client.post("/setup", data={**ADMIN, "display_name": "Ada"})
@@ -144,7 +144,7 @@ async def test_login_errors_inline_and_next_stays_on_site(auth_client) -> None:
 
     bad = await auth_client.post("/login", data={**ADMIN, "password": "wrong-password"})
     assert bad.status_code == 401
-    assert soup(bad).select_one("#signin-error").text == "invalid email or password"
+    assert soup(bad).select_one("#signin-error").text == "Invalid email or password."
     assert "kandev_session" not in auth_client.cookies
 
     r = await auth_client.post("/login", data={**ADMIN, "next": "/settings/mcp?x=1"})
@@ -216,7 +216,7 @@ async def test_tokens_are_shown_once_listed_and_revoked(auth_client) -> None:
 
     bad = await auth_client.post("/settings/tokens", data={"name": "", "ttl_hours": "soon"})
     assert bad.status_code == 400
-    assert soup(bad).select_one("#token-error").text.startswith("ttl_hours:")
+    assert soup(bad).select_one("#token-error").text == "Ttl hours must be a whole number of hours."
 
     r = await auth_client.post(f"/settings/tokens/{record['id']}/revoke")
     assert (r.status_code, r.headers["location"]) == (303, "/settings/tokens")
@@ -246,7 +246,7 @@ async def test_admin_creates_a_profile_env_is_masked_and_errors_name_the_field(
     )
     assert r.status_code == 400
     error = soup(r).select_one("#create-error").text
-    assert error == "command: program 'no-such-agent-xyz' not found on PATH"
+    assert error == "Command: program 'no-such-agent-xyz' not found on PATH."
     assert soup(r).select_one("#profile-form input[name=command]")["aria-invalid"] == "true"
 
     secret = "sk-very-secret-value"
@@ -300,7 +300,7 @@ async def test_member_sees_profiles_read_only_and_a_post_is_refused(auth_client)
         "/settings/agents", data={"name": "sneaky", "command": sys.executable}
     )
     assert r.status_code == 403
-    assert "only admins" in soup(r).select_one("#agents-notice").text
+    assert soup(r).select_one("#agents-notice").text.startswith("Only admins can")
     names = [
         p["name"]
         for p in (await auth_client.get("/api/v1/agent-profiles")).json()["agent_profiles"]

@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse
 
 from kandev.auth.identity import current_identity
 from kandev.web.assets import static_url, vendor_url
+from kandev.web.error_text import readable_error
 from kandev.web.markdown import render_markdown
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -88,6 +89,7 @@ def _build_env() -> Environment:
     env.filters["jsonattr"] = _tojson_attr
     env.filters["state_label"] = state_label
     env.filters["activity_label"] = activity_label
+    env.filters["readable_error"] = readable_error
     return env
 
 

@@ -1,4 +1,5 @@
 // Shared page behaviour: sign-out, auto-submitting pickers, toasts, JSON fetch helper.
+import { readableError } from "./error_text.js";
 
 export function toast(text, kind = "info", ms = 4000) {
   const box = document.getElementById("toasts");
@@ -29,7 +30,8 @@ export async function api(method, url, body) {
 }
 
 export function errorText(result) {
-  return (result.body && result.body.error) || `request failed (${result.status})`;
+  // The API's "field: message" as a sentence, by the templates' rule (web/error_text.py).
+  return readableError((result.body && result.body.error) || `request failed (${result.status})`);
 }
 
 document.addEventListener("click", async (event) => {

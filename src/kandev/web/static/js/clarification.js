@@ -13,6 +13,8 @@
 // every question is answered, Skip all, Escape/collapse as a local dismiss that never answers,
 // one request in flight, shortcuts only while focus is inside the scope element.
 
+import { readableError } from "./error_text.js";
+
 export const MAX_RUNES = 2000;
 export const COUNTER_FROM = 1800;
 export const SKIP_REASON = "User skipped";
@@ -185,7 +187,7 @@ export class ClarificationOverlay {
     this.submitting = false;
     if (!res || (!res.ok && res.status !== 409)) {
       let message = "Could not send the answer; try again.";
-      try { message = (await res.json()).error || message; } catch { /* keep default */ }
+      try { message = readableError((await res.json()).error) || message; } catch { /* keep default */ }
       this.error = message;
       this.render();
       return;
