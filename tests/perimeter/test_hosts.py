@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,11 @@ import pytest
 
 from tests.perimeter.conftest import ATTACKER_HOST, make_board
 
-REFUSED = {"error": "host not allowed"}
+HINT = (
+    "to serve this host name, start Kandev with --allowed-hosts NAME or set "
+    "KANDEV_ALLOWED_HOSTS=NAME (comma-separated names; see docs/security.md)"
+)
+REFUSED = {"error": "host not allowed", "hint": HINT}
 MCP_INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -137,7 +142,7 @@ async def test_missing_or_doubled_host_is_refused(start: Callable[..., Any]) -> 
 
     reply = await raw(b"GET /api/v1/workspaces HTTP/1.0\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 421"), reply[:100]
-    assert reply.endswith(b'{"error": "host not allowed"}')
+    assert reply.endswith(json.dumps(REFUSED).encode())
     reply = await raw(
         b"GET /api/v1/workspaces HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: attacker.example\r\n"
         b"Connection: close\r\n\r\n"

@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HOST_NOT_ALLOWED = "host not allowed"
+# Said to the refused client itself: the name it used is usually one the user meant to allow.
+HOST_HINT = (
+    "to serve this host name, start Kandev with --allowed-hosts NAME or set "
+    "KANDEV_ALLOWED_HOSTS=NAME (comma-separated names; see docs/security.md)"
+)
 CROSS_ORIGIN = "cross-origin request refused"
 TOO_LARGE = "request body too large"
 INTERNAL = "internal error"
@@ -135,7 +140,7 @@ class PerimeterMiddleware:
         self._apply_forwarding(scope, headers)
         if not self._host_allowed(headers):
             self._note_refused_host(headers.host)
-            await send_error(send, 421, HOST_NOT_ALLOWED)
+            await send_error(send, 421, HOST_NOT_ALLOWED, HOST_HINT)
             return
         method = scope["method"]
         if method in STATE_CHANGING and self._cross_origin(headers):
