@@ -224,6 +224,24 @@ async def test_tokens_are_shown_once_listed_and_revoked(auth_client) -> None:
     assert soup(await auth_client.get("/settings/tokens")).select("#tokens-table") == []
 
 
+async def test_settings_with_auth_off_lands_on_agent_profiles_with_a_note(client) -> None:
+    link = soup(await client.get("/")).select_one(".topnav").find("a", string="Settings")
+    assert link["href"] == "/settings/agents"  # not the tokens dead end
+    r = await client.get(link["href"])
+    assert r.status_code == 200
+    note = soup(r).select_one("#auth-off-note")
+    assert note is not None and "Authentication is off" in note.text
+    assert "kandev serve --auth" in note.text and "docs/auth.md" in note.text
+    assert soup(r).select("#profiles > li")  # the useful part: the profiles
+
+
+async def test_settings_with_auth_on_lands_on_tokens(auth_client) -> None:
+    await setup_admin(auth_client)
+    link = soup(await auth_client.get("/")).select_one(".topnav").find("a", string="Settings")
+    assert link["href"] == "/settings/tokens"
+    assert soup(await auth_client.get("/settings/agents")).select_one("#auth-off-note") is None
+
+
 async def test_tokens_page_with_auth_off_explains_and_the_form_is_404(client) -> None:
     r = await client.get("/settings/tokens")
     assert r.status_code == 200
