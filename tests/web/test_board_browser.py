@@ -146,6 +146,26 @@ def test_cards_move_live_when_moved_over_rest(page, board, rest) -> None:
     expect(done.locator(f"#task-{task['id']}")).to_be_visible()
     backlog = page.locator(".column", has=page.get_by_role("heading", name="Backlog"))
     expect(backlog.locator("[data-count]")).to_have_text("0")
+    # The column it left says what to do with it; the one it reached no longer does.
+    expect(backlog.locator("[data-empty-hint]")).to_be_visible()
+    expect(backlog.locator("[data-empty-hint]")).to_have_text(
+        "No tasks — drag a card here or create one"
+    )
+    column = page.locator(".column", has=page.get_by_role("heading", name="Done"))
+    expect(column.locator("[data-empty-hint]")).to_be_hidden()
+
+
+def test_an_empty_column_shows_a_hint_until_a_card_arrives(page, board) -> None:
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    hints = page.locator(".column [data-empty-hint]")
+    expect(hints).to_have_count(4)
+    for i in range(4):
+        expect(hints.nth(i)).to_be_visible()
+    board.task("Fills Backlog")
+    backlog = page.locator(".column", has=page.get_by_role("heading", name="Backlog"))
+    expect(backlog.locator(".card")).to_have_count(1)
+    expect(backlog.locator("[data-empty-hint]")).to_be_hidden()
 
 
 def test_cards_appear_live_when_created_over_rest(page, board) -> None:

@@ -15,6 +15,8 @@ function refreshCounts() {
     const n = column.querySelectorAll(".card").length;
     total += n;
     column.querySelector("[data-count]").textContent = String(n);
+    const hint = column.querySelector("[data-empty-hint]");
+    if (hint) hint.hidden = n > 0;
     const wip = Number(column.dataset.wip || 0);
     column.querySelector(".wip")?.classList.toggle("wip-over", wip > 0 && n > wip);
   }
