@@ -7,6 +7,13 @@ from typing import Any
 
 import typer
 
+from kandev.catalog.events import (
+    SESSION_MESSAGE_ADDED,
+    SESSION_MESSAGE_UPDATED,
+    SESSION_STATE_CHANGED,
+    SESSION_TURN_COMPLETED,
+    SESSION_TURN_STARTED,
+)
 from kandev.cli_http import (
     DEFAULT_URL,
     JSON_OPTION,
@@ -156,11 +163,11 @@ def watch(client: KandevClient, session_id: str, printer: Printer, *, follow: bo
                         return session["state"]
                 continue
             last_id = event.get("id", last_id)
-            if kind in ("session.message.added", "session.message.updated"):
+            if kind in (SESSION_MESSAGE_ADDED, SESSION_MESSAGE_UPDATED):
                 printer.message(event["message"])
-            elif kind in ("session.turn.started", "session.turn.completed"):
-                turn_ended = kind == "session.turn.completed"
-            elif kind == "session.state_changed":
+            elif kind in (SESSION_TURN_STARTED, SESSION_TURN_COMPLETED):
+                turn_ended = kind == SESSION_TURN_COMPLETED
+            elif kind == SESSION_STATE_CHANGED:
                 state = event["state"]
                 if session is not None and state != session["state"]:
                     session["state"] = state

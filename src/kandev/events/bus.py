@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-RESET_EVENT = "stream.reset"
+from kandev.catalog.events import STREAM_RESET as RESET_EVENT
 
 
 @dataclass(frozen=True)
