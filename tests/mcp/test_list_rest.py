@@ -190,3 +190,26 @@ async def test_pending_clarification_id_on_sessions_and_tasks(
 
 def _task_body(b: dict[str, Any]) -> dict[str, Any]:
     return {"workspace_id": b["workspace"]["id"], "workflow_id": b["workflow"]["id"]}
+
+
+async def test_pending_clarification_id_of_an_idle_session_without_a_managed_agent(
+    mcp_server_factory, sqlite_url
+) -> None:
+    """Issue 14 trial: a BYO session (no agent profile, state IDLE) asked over REST and over
+    MCP: the list shows the bundle, so the session and the task carry its pending_id."""
+    server = mcp_server_factory(sqlite_url)
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        b = await board(http)
+        task_id, workspace_id = b["task"]["id"], b["workspace"]["id"]
+        sid, _token = await agent_token(http, task_id)
+        r = await http.post(LIST + "/request", json={"session_id": sid, "questions": QUESTIONS})
+        assert r.status_code == 200, r.text
+        pending_id = r.json()["pending_id"]
+        listed = (await http.get(LIST, params={"workspace_id": workspace_id})).json()
+        assert [x["pending_id"] for x in listed["bundles"]] == [pending_id]
+        session = (await http.get(f"/api/v1/sessions/{sid}")).json()
+        task = (await http.get(f"/api/v1/tasks/{task_id}")).json()
+        assert (session["pending_clarification_id"], task["pending_clarification_id"]) == (
+            pending_id,
+            pending_id,
+        ), (session["state"], task["task_pending_action"])

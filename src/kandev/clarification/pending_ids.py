@@ -2,10 +2,11 @@
 
 The pending_id of the active question bundle a session owes an answer to: a pending
 clarification row on the current turn of a session that has not ended — the same rule as
-`pending_action` (repository.pending_actions_for_sessions), so `pending_action ==
-"clarification"` and a non-null `pending_clarification_id` go together. One query for any
-number of sessions; a task takes its input-capable sessions' oldest bundle (the oldest blocked
-agent first, as the list orders them).
+`pending_action` (repository.pending_actions_for_sessions) and the same as
+`GET /api/v1/clarification` lists. One query for any number of sessions; a task takes its
+live sessions' oldest bundle (the oldest blocked agent first, as the list orders them) —
+whatever the session's state: a session without a managed agent (BYO, IDLE) asked over REST
+or MCP owes that answer too, and the list shows it, so the task must carry its id.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
 from kandev.catalog.messages import PENDING_ID_KEY
-from kandev.catalog.states import INPUT_CAPABLE_STATES, TERMINAL_STATES
+from kandev.catalog.states import TERMINAL_STATES
 from kandev.clarification.list_query import _inline
 from kandev.clarification.repository import _is_pending
 from kandev.db.json_sql import json_key_text
@@ -82,10 +83,10 @@ def session_pending_clarification_id(session_id: str | None, found: PendingBundl
 def task_pending_clarification_id(
     sessions_with_states: Iterable[tuple[str, str]], found: PendingBundles
 ) -> str | None:
-    """The oldest active bundle over the task's input-capable sessions (as task_pending_action)."""
+    """The oldest active bundle over the task's sessions. `found` holds only bundles the list
+    shows (current turn, session not ended), so no state filter here: filtering on
+    input-capable states left a BYO session's question (session IDLE) without its id."""
     bundles = [
-        found[session_id]
-        for session_id, state in sessions_with_states
-        if state in INPUT_CAPABLE_STATES and session_id in found
+        found[session_id] for session_id, _state in sessions_with_states if session_id in found
     ]
     return min(bundles)[1] if bundles else None
