@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
-from kandev.auth.access import AccessRules
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.auth.service import AuthService
 from kandev.board.agent_profiles import AgentProfileService
@@ -24,13 +23,16 @@ from kandev.db.ownership import check_database_is_kandevs
 from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
 from kandev.moves.service import MoveService
+from kandev.pending.describe import PendingDescriber
 from kandev.repos.changes import ChangesService
 from kandev.repos.git import GitRunner
 from kandev.repos.service import RepositoryService
 from kandev.repos.worktrees import WorktreeService
+from kandev.sessions.access import AccessRules
 from kandev.sessions.orchestrator import Orchestrator
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.service import SessionService
+from kandev.sessions.task_agents import TaskAgentStopper
 
 
 @dataclass
@@ -113,11 +115,16 @@ def build_services(
         from kandev.agents.acp_runtime import AcpRuntime
 
         runtime = AcpRuntime(ledger=agent_processes)
-    access = AccessRules(db)
+    access = AccessRules()
     bus = EventBus()
+    describer = PendingDescriber()  # task/session JSON with pending actions, for all below
     agent_tokens = AgentTokenService(db, clock, id_factory, auth_enabled=settings.auth)
-    recorder = SessionRecorder(db, clock, id_factory, bus)
-    orchestrator = Orchestrator(db, recorder, runtime, agent_tokens, settings)
+    recorder = SessionRecorder(db, clock, id_factory, bus, describer)
+    git = GitRunner()  # one per server: its per-repository locks serialize git work
+    repositories = RepositoryService(db, clock, id_factory, access, git=git)
+    worktrees = WorktreeService(db, clock, git, settings, recorder)
+    # The agent of a task on a repository runs in the task's worktree.
+    orchestrator = Orchestrator(db, recorder, runtime, agent_tokens, settings, workdirs=worktrees)
     clarifications = ClarificationService(
         db,
         clock,
@@ -125,27 +132,34 @@ def build_services(
         access,
         ClarificationStore(),
         recorder,
+        orchestrator,
         progress_seconds=settings.clarification_progress_seconds,
     )
-    clarifications.orchestrator = orchestrator
-    orchestrator.clarifications = clarifications
-    moves = MoveService(db, clock, id_factory, access, bus, orchestrator)
-    orchestrator.moves = moves
-    tasks = TaskService(db, clock, id_factory, access)
-    tasks.orchestrator = orchestrator  # deleting or archiving a task stops its agents
-    tasks.bus = bus
-    workspaces = WorkspaceService(db, clock, id_factory, access)
-    workspaces.bus = bus
-    workflows = WorkflowService(db, clock, id_factory, access)
-    workflows.bus = bus
-    git = GitRunner()  # one per server: its per-repository locks serialize git work
-    repositories = RepositoryService(db, clock, id_factory, access)
-    repositories.git = git
-    tasks.repositories = repositories  # a task may name a repository (validated at create)
-    worktrees = WorktreeService(db, clock, git, settings, recorder)
-    orchestrator.worktrees = worktrees  # the agent of a task on a repository runs in its worktree
-    tasks.worktrees = worktrees  # deleting a task removes its worktree
-    changes = ChangesService(db, git, repositories, bus)
+    moves = MoveService(db, clock, id_factory, access, bus, orchestrator, describer)
+    # The turn lifecycle calls up into clarification and moves, in this order.
+    hooks = orchestrator.hooks
+    hooks.superseded.append(clarifications.supersede_waiters)
+    hooks.turn_ending.append(clarifications.turn_ending)
+    hooks.turn_ended.append(moves.on_turn_end)
+    hooks.session_ended.append(clarifications.expire_session)
+    hooks.session_ended.append(moves.on_session_ended)
+    tasks = TaskService(
+        db,
+        clock,
+        id_factory,
+        access,
+        bus=bus,
+        describer=describer,
+        agents=TaskAgentStopper(orchestrator),  # deleting or archiving a task stops them
+        repositories=repositories,  # a task may name a repository (validated at create)
+        worktrees=worktrees,  # deleting a task removes its worktree
+    )
+    workspaces = WorkspaceService(db, clock, id_factory, access, bus=bus)
+    workflows = WorkflowService(db, clock, id_factory, access, bus=bus)
+    sessions = SessionService(
+        db, clock, id_factory, access, orchestrator, agent_tokens, bus, describer
+    )
+    changes = ChangesService(db, git, repositories, bus, sessions)
     services = Services(
         settings=settings,
         db=db,
@@ -160,7 +174,7 @@ def build_services(
         bus=bus,
         agent_tokens=agent_tokens,
         orchestrator=orchestrator,
-        sessions=SessionService(db, clock, id_factory, access, orchestrator, agent_tokens, bus),
+        sessions=sessions,
         clarifications=clarifications,
         moves=moves,
         agent_processes=agent_processes,
@@ -168,5 +182,4 @@ def build_services(
         worktrees=worktrees,
         changes=changes,
     )
-    changes.sessions = services.sessions  # review comments go through the prompt path
     return services

@@ -15,9 +15,9 @@ from sqlalchemy import select, update
 from kandev.catalog.messages import ANSWERED, REJECTED
 from kandev.clarification import repository as repo
 from kandev.clarification.recovery import RecoveryReport, recover_on_startup
-from kandev.clarification.service import DispatchRejected
 from kandev.db.tables import agent_profiles, task_sessions
 from kandev.services import Services
+from kandev.sessions.turn_hooks import DispatchRejected
 from tests.clarification.test_repository import (
     answers_for,
     at,
@@ -90,7 +90,12 @@ async def test_an_undelivered_answer_resumes_the_agent_once(
     await services.clarifications.redeliver_after_restart(["p1"])
     assert len(resumes.calls) == 1
     call = resumes.calls[0]
-    assert (call["session_id"], call["pending_id"], call["message_ids"]) == ("s1", "p1", ids)
+    reservation = call["reservation"]
+    assert (call["session_id"], reservation.pending_id, reservation.message_ids) == (
+        "s1",
+        "p1",
+        ids,
+    )
     assert call["prompt"].startswith("[kandev:resume]\nYou previously asked the user")
     assert await delivered_via(services) == [(None, "resume_turn")] * 2
     # Delivered: neither a second pass nor the next start sends it again.

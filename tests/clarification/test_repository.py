@@ -21,6 +21,11 @@ from kandev.clarification.repository import ClarificationStateError
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
+from kandev.pending.projection import (
+    pending_actions_for_sessions,
+    session_pending_action,
+    task_pending_action,
+)
 from kandev.sessions.models import Message
 from kandev.sessions.turns import current_turn_id
 
@@ -212,7 +217,7 @@ async def finalize(
 
 async def actions(db: Database, session_ids: list[str]) -> dict[str, str]:
     async with db.read() as conn:
-        return await repo.pending_actions_for_sessions(conn, session_ids)
+        return await pending_actions_for_sessions(conn, session_ids)
 
 
 async def active_ids(db: Database, session_id: str = "s1") -> list[str]:
@@ -602,17 +607,17 @@ async def test_pending_action_projection(db: Database) -> None:
 
 def test_task_pending_action_aggregates_input_capable_sessions() -> None:
     acts = {"a": "clarification", "b": "permission", "c": "permission"}
-    assert repo.task_pending_action([("a", "RUNNING"), ("b", "WAITING_FOR_INPUT")], acts) == (
+    assert task_pending_action([("a", "RUNNING"), ("b", "WAITING_FOR_INPUT")], acts) == (
         "permission"
     )
-    assert repo.task_pending_action([("a", "WAITING_FOR_INPUT"), ("c", "IDLE")], acts) == (
+    assert task_pending_action([("a", "WAITING_FOR_INPUT"), ("c", "IDLE")], acts) == (
         "clarification"
     )
-    assert repo.task_pending_action([("c", "COMPLETED"), ("x", "RUNNING")], acts) is None
-    assert repo.task_pending_action([], acts) is None
-    assert repo.session_pending_action("b", acts) == "permission"
-    assert repo.session_pending_action("x", acts) is None
-    assert repo.session_pending_action(None, acts) is None
+    assert task_pending_action([("c", "COMPLETED"), ("x", "RUNNING")], acts) is None
+    assert task_pending_action([], acts) is None
+    assert session_pending_action("b", acts) == "permission"
+    assert session_pending_action("x", acts) is None
+    assert session_pending_action(None, acts) is None
 
 
 # --- reservation turns ----------------------------------------------------------------------

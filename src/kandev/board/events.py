@@ -15,18 +15,37 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.board.describe import TaskDescriber, task_json
 from kandev.board.models import Task, Workflow, Workspace
+from kandev.catalog.events import (  # re-exported: the board's publishers import them here
+    TASK_CREATED,
+    TASK_DELETED,
+    TASK_UPDATED,
+    WORKFLOW_DELETED,
+    WORKFLOW_UPDATED,
+    WORKSPACE_DELETED,
+    WORKSPACE_UPDATED,
+)
 from kandev.db.tables import workspaces
 from kandev.events.bus import EventBus
 from kandev.events.publisher import PendingEvents, task_owner_id
 
-TASK_CREATED = "task.created"
-TASK_UPDATED = "task.updated"
-TASK_DELETED = "task.deleted"
-WORKFLOW_UPDATED = "workflow.updated"
-WORKFLOW_DELETED = "workflow.deleted"
-WORKSPACE_UPDATED = "workspace.updated"
-WORKSPACE_DELETED = "workspace.deleted"
+__all__ = [
+    "TASK_CREATED",
+    "TASK_DELETED",
+    "TASK_UPDATED",
+    "WORKFLOW_DELETED",
+    "WORKFLOW_UPDATED",
+    "WORKSPACE_DELETED",
+    "WORKSPACE_UPDATED",
+    "add_task_deleted",
+    "add_task_event",
+    "add_workflow_deleted",
+    "add_workflow_event",
+    "add_workspace_event",
+    "pending_events",
+    "workspace_owner_id",
+]
 
 # Services built without a bus (unit tests of one service) publish into this one, unread.
 _UNWIRED_BUS = EventBus(capacity=1)
@@ -47,11 +66,13 @@ async def workspace_owner_id(conn: AsyncConnection, workspace_id: str) -> str:
 
 
 async def add_task_event(
-    conn: AsyncConnection, events: PendingEvents, kind: str, task: Task
+    conn: AsyncConnection,
+    events: PendingEvents,
+    kind: str,
+    task: Task,
+    describer: TaskDescriber,
 ) -> None:
-    from kandev.sessions.pending import tasks_json  # sessions build on the board
-
-    payload = (await tasks_json(conn, [task]))[0]
+    payload = await task_json(describer, conn, task)
     owner_id = await task_owner_id(conn, task.id)
     events.add(kind, {"task": payload}, task_id=task.id, owner_id=owner_id)
 

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.access.sql import hangs_off_visible_workspace
 from kandev.board.models import Task
 from kandev.db.tables import tasks, workflows
-from kandev.db.visibility import hangs_off_visible_workspace
 
 
 async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task:

@@ -10,12 +10,14 @@ task and nothing writes to rows that are gone.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
+from kandev.board.access import BoardAccess
+from kandev.board.collaborators import TaskAgents, TaskRepositories, TaskWorktrees
+from kandev.board.describe import TaskDescriber
 from kandev.board.events import (
     TASK_CREATED,
     TASK_UPDATED,
@@ -25,11 +27,13 @@ from kandev.board.events import (
 )
 from kandev.board.inputs import TaskCreate, TaskUpdate
 from kandev.board.models import Task, Workflow, WorkflowStep
+from kandev.board.scoped import ScopedService
+from kandev.clock import Clock
+from kandev.db.engine import Database
 from kandev.errors import Conflict, ValidationFailed
 from kandev.events.bus import EventBus
 from kandev.events.publisher import PendingEvents, task_owner_id
-from kandev.service_base import ScopedService
-from kandev.sessions import session_repository
+from kandev.ids import IdFactory
 
 TASK_STATE_TODO = "TODO"
 STOP_ATTEMPTS = 3  # delete/archive: rounds of "stop the agents, then write" before giving up
@@ -44,10 +48,25 @@ def step_in(workflow: Workflow, step_id: str, field: str = "workflow_step_id") -
 
 
 class TaskService(ScopedService):
-    orchestrator: Any = None  # the Orchestrator, set by the container
-    bus: EventBus | None = None  # set by the container
-    repositories: Any = None  # RepositoryService (kandev.repos), set by the container
-    worktrees: Any = None  # WorktreeService (kandev.repos), set by the container
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        new_id: IdFactory,
+        access: BoardAccess,
+        *,
+        bus: EventBus,
+        describer: TaskDescriber,
+        agents: TaskAgents | None = None,
+        repositories: TaskRepositories | None = None,
+        worktrees: TaskWorktrees | None = None,
+    ) -> None:
+        super().__init__(db, clock, new_id, access)
+        self.bus = bus
+        self.describer = describer
+        self.agents = agents  # None: a container that runs no agents
+        self.repositories = repositories
+        self.worktrees = worktrees
 
     async def create_task(self, data: TaskCreate) -> Task:
         events = pending_events(self.bus)
@@ -87,7 +106,7 @@ class TaskService(ScopedService):
                     **repository_fields,
                 },
             )
-            await add_task_event(conn, events, TASK_CREATED, task)
+            await add_task_event(conn, events, TASK_CREATED, task, self.describer)
         events.publish()
         return task
 
@@ -104,16 +123,14 @@ class TaskService(ScopedService):
             await task_repository.update_task(conn, task_id, values)
             updated = await task_repository.get_task(conn, task_id)
             assert updated is not None
-            await add_task_event(conn, events, TASK_UPDATED, updated)
+            await add_task_event(conn, events, TASK_UPDATED, updated, self.describer)
         events.publish()
         return updated
 
     async def present(self, tasks: list[Task]) -> list[dict[str, Any]]:
         """Public JSON of tasks, with their pending actions (one batch query)."""
-        from kandev.sessions.pending import tasks_json
-
         async with self.db.read() as conn:
-            return await tasks_json(conn, tasks)
+            return await self.describer.tasks_json(conn, tasks)
 
     async def present_one(self, task: Task) -> dict[str, Any]:
         return (await self.present([task]))[0]
@@ -190,21 +207,20 @@ class TaskService(ScopedService):
         )
         updated = await task_repository.get_task(conn, task.id)
         assert updated is not None
-        await add_task_event(conn, events, TASK_UPDATED, updated)
+        await add_task_event(conn, events, TASK_UPDATED, updated, self.describer)
         return updated
 
     async def _has_open_sessions(self, conn: AsyncConnection, task_id: str) -> bool:
-        if self.orchestrator is None:  # nothing could stop them (a container without agents)
+        if self.agents is None:  # nothing could stop them (a container without agents)
             return False
-        sessions = await session_repository.list_task_sessions(conn, task_id)
-        return any(not s.is_terminal for s in sessions)
+        return bool(await self.agents.open_session_ids(conn, task_id))
 
     async def stop_task_agents(self, task_id: str) -> None:
         """End every session of the task that has not ended, stopping its agent process."""
+        if self.agents is None:
+            return
         async with self.db.read() as conn:
             await self.access.authorize_task_write(conn, task_id)
-            sessions = await session_repository.list_task_sessions(conn, task_id)
-        live = [s.id for s in sessions if not s.is_terminal]
-        if self.orchestrator is not None and live:
-            # Concurrently: a task's agents take one stop grace period together, not each.
-            await asyncio.gather(*(self.orchestrator.stop_session(sid) for sid in live))
+            live = await self.agents.open_session_ids(conn, task_id)
+        if live:
+            await self.agents.stop_sessions(live)

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.access.sql import hangs_off_visible_workspace
 from kandev.board.models import Workflow, WorkflowStep
 from kandev.db.tables import workflow_steps, workflows
-from kandev.db.visibility import hangs_off_visible_workspace
 
 
 async def insert_workflow(

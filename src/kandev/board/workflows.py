@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository, workflow_repository
+from kandev.board.access import BoardAccess
 from kandev.board.events import (
     add_workflow_deleted,
     add_workflow_event,
@@ -21,11 +22,14 @@ from kandev.board.events import (
 )
 from kandev.board.inputs import StepCreate, StepUpdate, WorkflowCreate, WorkflowUpdate
 from kandev.board.models import Workflow, WorkflowStep
+from kandev.board.scoped import ScopedService
 from kandev.board.workspaces import tasks_in_the_way
+from kandev.clock import Clock
+from kandev.db.engine import Database
 from kandev.errors import NotFound, ValidationFailed
 from kandev.events.bus import EventBus
 from kandev.events.publisher import PendingEvents
-from kandev.service_base import ScopedService
+from kandev.ids import IdFactory
 
 STEP_NOT_FOUND = "step not found"
 
@@ -33,7 +37,11 @@ DEFAULT_STEPS = ("Backlog", "In Progress", "Review", "Done")
 
 
 class WorkflowService(ScopedService):
-    bus: EventBus | None = None  # set by the container
+    def __init__(
+        self, db: Database, clock: Clock, new_id: IdFactory, access: BoardAccess, *, bus: EventBus
+    ) -> None:
+        super().__init__(db, clock, new_id, access)
+        self.bus = bus
 
     async def create_workflow(self, data: WorkflowCreate) -> Workflow:
         steps = data.steps

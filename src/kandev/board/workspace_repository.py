@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.access.sql import workspace_visible
 from kandev.board.models import Workspace
 from kandev.db.tables import workflow_steps, workflows, workspaces
-from kandev.db.visibility import workspace_visible
 
 
 async def insert_workspace(

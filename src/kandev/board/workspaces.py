@@ -8,6 +8,7 @@ steps go with it, in the same transaction.
 from __future__ import annotations
 
 from kandev.board import task_repository, workspace_repository
+from kandev.board.access import BoardAccess
 from kandev.board.events import (
     WORKSPACE_DELETED,
     WORKSPACE_UPDATED,
@@ -16,9 +17,12 @@ from kandev.board.events import (
 )
 from kandev.board.inputs import WorkspaceCreate, WorkspaceUpdate
 from kandev.board.models import Workspace
+from kandev.board.scoped import ScopedService
+from kandev.clock import Clock
+from kandev.db.engine import Database
 from kandev.errors import Conflict
 from kandev.events.bus import EventBus
-from kandev.service_base import ScopedService
+from kandev.ids import IdFactory
 
 
 def tasks_in_the_way(kind: str, count: int) -> Conflict:
@@ -27,7 +31,11 @@ def tasks_in_the_way(kind: str, count: int) -> Conflict:
 
 
 class WorkspaceService(ScopedService):
-    bus: EventBus | None = None  # set by the container
+    def __init__(
+        self, db: Database, clock: Clock, new_id: IdFactory, access: BoardAccess, *, bus: EventBus
+    ) -> None:
+        super().__init__(db, clock, new_id, access)
+        self.bus = bus
 
     async def create_workspace(self, data: WorkspaceCreate) -> Workspace:
         # A real user owns what they create; with auth off (or internal callers) it is unowned.

@@ -44,6 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
 
+from kandev.access.sql import hangs_off_visible_workspace
 from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
 from kandev.catalog.messages import (
     CONTEXT_KEY,
@@ -66,7 +67,6 @@ from kandev.db.json_sql import json_key_text, json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.db.tables import tasks
-from kandev.db.visibility import hangs_off_visible_workspace
 
 PENDING_INDEX = "ix_task_session_messages_pending_clarification"
 _SECOND = timedelta(seconds=1)

@@ -22,18 +22,19 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from kandev.auth.access import AccessRules
 from kandev.auth.identity import caller_scope, current_identity
+from kandev.board.scoped import ScopedService
 from kandev.catalog import messages as kinds
 from kandev.catalog.states import WAITING_FOR_INPUT
 from kandev.clarification import repository as repo
 from kandev.clarification.outcome import validate_outcome
 from kandev.clarification.questions import normalize_questions, questions_equal
 from kandev.clarification.results import agent_result
+from kandev.clarification.resume import BundleResumeReservation
 from kandev.clarification.serialization import resolution_body, response_envelope
 from kandev.clarification.store import (
     AlreadyResponded,
@@ -52,12 +53,13 @@ from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, NotFound, ValidationFailed
 from kandev.faults import fault_point
 from kandev.ids import IdFactory
-from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
+from kandev.sessions.access import AccessRules
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
+from kandev.sessions.turn_hooks import DispatchRejected, PromptNotSent, ResumeReservation
 from kandev.sessions.turns import current_turn_id
 
 log = logging.getLogger(__name__)
@@ -89,12 +91,14 @@ class ServerShuttingDown(KandevError):
         super().__init__(SHUTTING_DOWN)
 
 
-class DispatchRejected(Exception):
-    """The resume turn was not accepted by the agent runtime (nothing was sent)."""
+class AgentTurns(Protocol):
+    """What answering needs of the turn lifecycle (the orchestrator implements it)."""
 
+    async def cancel_turn(self, session_id: str) -> bool: ...
 
-class PromptNotSent(Exception):
-    """A resume turn started, but its prompt never reached the agent (it died first)."""
+    async def resume_detached(
+        self, *, session_id: str, prompt: str, reservation: ResumeReservation
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,8 @@ def _question_order(message: Message) -> tuple[int, Any, str]:
 
 
 class ClarificationService(ScopedService):
+    access: AccessRules  # sessions too, not only the board's rows
+
     def __init__(
         self,
         db: Database,
@@ -172,6 +178,7 @@ class ClarificationService(ScopedService):
         access: AccessRules,
         store: ClarificationStore,
         recorder: SessionRecorder,
+        turns: AgentTurns,
         progress_seconds: float = 20.0,
         delivery_wait_seconds: float = 35.0,
     ) -> None:
@@ -180,7 +187,7 @@ class ClarificationService(ScopedService):
         self.recorder = recorder
         self.progress_seconds = progress_seconds
         self.delivery_wait_seconds = delivery_wait_seconds
-        self.orchestrator: Any = None  # set by the container (the two depend on each other)
+        self.turns = turns
         self._background: set[asyncio.Future[Any]] = set()
         self.shutting_down = False
         # One per waiting ask: the future that ends it, and the task it runs in.
@@ -393,8 +400,7 @@ class ClarificationService(ScopedService):
     async def pause_for_input(self, session_id: str) -> int:
         """No answer reached the agent in its call: detach, and stop the agent's turn."""
         detached = await self.detach_session(session_id)
-        if self.orchestrator is not None:
-            await self.orchestrator.cancel_turn(session_id)
+        await self.turns.cancel_turn(session_id)
         return detached
 
     async def detach_session(self, session_id: str) -> int:
@@ -421,6 +427,12 @@ class ClarificationService(ScopedService):
             open_question = bool(await repo.find_active_messages(conn, session_id))
         if open_question:
             await self.recorder.set_state(session_id, WAITING_FOR_INPUT)
+
+    async def turn_ending(self, session_id: str) -> bool:
+        """The turn is over: open questions stay answerable (detached); True while one is
+        open (the session waits for input and turn-complete automation does not run)."""
+        await self.detach_session(session_id)
+        return await self.blocks_turn_complete(session_id)
 
     def supersede_waiters(self, session_id: str) -> None:
         """A new turn makes older bundles inert: wake any agent still waiting on them."""
@@ -707,12 +719,11 @@ class ClarificationService(ScopedService):
         prompt = resume_prompt(
             bundle.questions, response.answers, response.rejected, response.reject_reason
         )
-        await self.orchestrator.resume_detached(
-            session_id=bundle.session_id,
-            pending_id=bundle.pending_id,
-            clarification_turn_id=bundle.turn_id,
-            message_ids=claimed_ids,
-            prompt=prompt,
+        reservation = BundleResumeReservation(
+            self.db, bundle.pending_id, bundle.turn_id or "", claimed_ids
+        )
+        await self.turns.resume_detached(
+            session_id=bundle.session_id, prompt=prompt, reservation=reservation
         )
 
     async def _finalize_live(self, bundle: Bundle, status: str, claimed_ids: list[str]) -> None:

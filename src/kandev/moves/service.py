@@ -34,9 +34,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from kandev.auth.access import AccessRules
 from kandev.board import task_repository, workflow_repository
+from kandev.board.describe import TaskDescriber, task_json
 from kandev.board.models import Task, Workflow, WorkflowStep
+from kandev.board.scoped import ScopedService
+from kandev.catalog.events import TASK_MOVE_DEFERRED, TASK_MOVE_DROPPED, TASK_MOVED, TASK_UPDATED
 from kandev.catalog.states import FINAL_TASK_STATES, TASK_COMPLETED, TASK_TODO
 from kandev.clock import Clock
 from kandev.db.engine import Database
@@ -46,9 +48,10 @@ from kandev.events.publisher import PendingEvents, task_owner_id
 from kandev.ids import IdFactory
 from kandev.moves import repository as moves_repo
 from kandev.moves import step_events
-from kandev.service_base import ScopedService
+from kandev.moves.collaborators import SessionTurns
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions.access import AccessRules
 from kandev.sessions.models import Session
 
 log = logging.getLogger(__name__)
@@ -159,6 +162,8 @@ def normalize_options(request: MoveRequest) -> EntryOptions:
 
 
 class MoveService(ScopedService):
+    access: AccessRules  # sessions too, not only the board's rows
+
     def __init__(
         self,
         db: Database,
@@ -166,11 +171,13 @@ class MoveService(ScopedService):
         new_id: IdFactory,
         access: AccessRules,
         bus: EventBus,
-        orchestrator: Any,
+        turns: SessionTurns,
+        describer: TaskDescriber,
     ) -> None:
         super().__init__(db, clock, new_id, access)
         self.bus = bus
-        self.orchestrator = orchestrator
+        self.turns = turns
+        self.describer = describer
         # Primary sessions whose task a person moved while their turn was running: that turn's
         # end must not run the new step's turn-complete automation.
         self._moved_during_turn: set[str] = set()
@@ -189,10 +196,10 @@ class MoveService(ScopedService):
         managed = (
             primary is not None and primary.agent_profile_id is not None and not primary.is_terminal
         )
-        lock = self.orchestrator.live(primary.id).lock if managed else contextlib.nullcontext()
+        lock = self.turns.turn_lock(primary.id) if managed else contextlib.nullcontext()
         effects = _Effects(PendingEvents(self.bus))
         async with lock:
-            running = managed and self.orchestrator.has_live_turn(primary.id)
+            running = managed and self.turns.has_live_turn(primary.id)
             if running and not human:
                 assert primary is not None
                 return await self._defer(request, primary)
@@ -220,10 +227,8 @@ class MoveService(ScopedService):
 
     async def result_json(self, result: MoveResult) -> dict[str, Any]:
         """The move envelope: {"disposition", "task", "move_id" (deferred only)}."""
-        from kandev.sessions.pending import tasks_json
-
         async with self.db.read() as conn:
-            task = (await tasks_json(conn, [result.task]))[0]
+            task = await task_json(self.describer, conn, result.task)
         body: dict[str, Any] = {"disposition": result.disposition, "task": task}
         if result.move_id is not None:
             body["move_id"] = result.move_id
@@ -307,7 +312,7 @@ class MoveService(ScopedService):
                 )
                 _dropped_event(effects, replaced, DROP_REPLACED, owner_id)
             effects.events.add(
-                "task.move_deferred",
+                TASK_MOVE_DEFERRED,
                 {
                     "task_id": target.task.id,
                     "move_id": move_id,
@@ -334,7 +339,7 @@ class MoveService(ScopedService):
         )
         moved = await task_repository.get_task(conn, task.id)
         assert moved is not None
-        await self._task_event(conn, effects, "task.updated", moved, {})
+        await self._task_event(conn, effects, TASK_UPDATED, moved, {})
         return moved
 
     async def _transition(
@@ -389,7 +394,7 @@ class MoveService(ScopedService):
         if receiver is None and target.primary is not None and not target.primary.is_terminal:
             receiver = target.primary
         await self._enter(conn, moved, workflow, step, options, receiver, effects)
-        await self._task_event(conn, effects, "task.updated", moved, {}, owner_id)
+        await self._task_event(conn, effects, TASK_UPDATED, moved, {}, owner_id)
         extra: dict[str, Any] = {
             "from_step_id": task.workflow_step_id,
             "to_step_id": step.id,
@@ -399,7 +404,7 @@ class MoveService(ScopedService):
         }
         if move_id is not None:
             extra["move_id"] = move_id
-        await self._task_event(conn, effects, "task.moved", moved, extra, owner_id)
+        await self._task_event(conn, effects, TASK_MOVED, moved, extra, owner_id)
         return moved
 
     async def _enter(
@@ -453,23 +458,21 @@ class MoveService(ScopedService):
         extra: dict[str, Any],
         owner_id: str | None = None,
     ) -> None:
-        from kandev.sessions.pending import tasks_json
-
-        payload = (await tasks_json(conn, [task]))[0]
+        payload = await task_json(self.describer, conn, task)
         if owner_id is None:
             owner_id = await task_owner_id(conn, task.id)
         effects.events.add(kind, {"task": payload, **extra}, task_id=task.id, owner_id=owner_id)
 
     async def _restart_fresh(self, effects: _Effects) -> None:
         for session_id in effects.fresh_context:
-            await self.orchestrator.fresh_agent_context(session_id)
+            await self.turns.fresh_agent_context(session_id)
 
     async def _deliver(self, effects: _Effects) -> None:
         """Entry prompts, after commit and outside any session lock."""
         for session_id in effects.dispatch:
-            await self.orchestrator.dispatch_queued(session_id)
+            await self.turns.dispatch_queued(session_id)
         for session, prompt in effects.direct_prompts:
-            await self.orchestrator.submit_prompt(session, prompt, ENTRY_PROMPT_AUTHOR)
+            await self.turns.submit_prompt(session, prompt, ENTRY_PROMPT_AUTHOR)
 
     # --- turn end (called by the orchestrator, under the session's live lock) ----------
 
@@ -590,7 +593,7 @@ class MoveService(ScopedService):
         if await task_repository.change_task_state(conn, task_id, TASK_COMPLETED, self.clock.now()):
             settled = await task_repository.get_task(conn, task_id)
             assert settled is not None
-            await self._task_event(conn, effects, "task.updated", settled, {})
+            await self._task_event(conn, effects, TASK_UPDATED, settled, {})
 
     # --- sessions ending, start-up -----------------------------------------------------
 
@@ -636,7 +639,7 @@ def _dropped_event(
     effects: _Effects, pending: moves_repo.PendingMove, reason: str, owner_id: str
 ) -> None:
     effects.events.add(
-        "task.move_dropped",
+        TASK_MOVE_DROPPED,
         {
             "task_id": pending.task_id,
             "move_id": pending.move_id,

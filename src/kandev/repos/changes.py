@@ -27,6 +27,7 @@ from typing import Any
 
 from kandev.board import task_repository
 from kandev.board.models import Task
+from kandev.catalog.events import SESSION_TURN_COMPLETED, TASK_CHANGES_UPDATED
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError
 from kandev.events.bus import EventBus
@@ -37,13 +38,12 @@ from kandev.repos.inputs import CommitCreate, MergeCreate, ReviewCreate
 from kandev.repos.models import Repository
 from kandev.repos.service import RepositoryService
 from kandev.sessions import session_repository
+from kandev.sessions.service import SessionService
 
 log = logging.getLogger(__name__)
 FILE_DIFF_CAP = 256 * 1024
 TOTAL_DIFF_CAP = 2 * 1024 * 1024
 MAX_FILES = 500
-CHANGES_UPDATED = "task.changes_updated"
-TURN_COMPLETED = "session.turn.completed"
 STATUS_BY_LETTER = {
     "A": "added",
     "M": "modified",
@@ -156,13 +156,18 @@ def review_prompt(review: ReviewCreate) -> str:
 
 class ChangesService:
     def __init__(
-        self, db: Database, git: GitRunner, repositories: RepositoryService, bus: EventBus
+        self,
+        db: Database,
+        git: GitRunner,
+        repositories: RepositoryService,
+        bus: EventBus,
+        sessions: SessionService,
     ) -> None:
         self.db = db
         self.git = git
         self.repositories = repositories
         self.bus = bus
-        self.sessions: Any = None  # SessionService (review prompts), set by the container
+        self.sessions = sessions  # review comments go to the agent through the prompt path
         self._fingerprints: dict[str, str] = {}
 
     # --- reading ------------------------------------------------------------------------
@@ -426,7 +431,7 @@ class ChangesService:
             return False
         self._fingerprints[task_id] = fingerprint
         self.bus.publish(
-            CHANGES_UPDATED,
+            TASK_CHANGES_UPDATED,
             {"task_id": task_id, "changes": summary},
             task_id=task_id,
             owner_id=owner_id,
@@ -439,7 +444,7 @@ class ChangesService:
         try:
             while True:
                 event = await stream.next()
-                if event is None or event.type != TURN_COMPLETED or not event.task_id:
+                if event is None or event.type != SESSION_TURN_COMPLETED or not event.task_id:
                     continue
                 try:
                     await self.publish_if_changed(event.task_id)

@@ -9,19 +9,27 @@ import asyncio
 import os
 from typing import Any
 
+from kandev.board.access import BoardAccess
 from kandev.board.models import Task
+from kandev.board.scoped import ScopedService
+from kandev.clock import Clock
+from kandev.db.engine import Database
 from kandev.errors import Conflict, NotFound, ValidationFailed
+from kandev.ids import IdFactory
 from kandev.repos import repository_sql
 from kandev.repos.git import GitRunner
 from kandev.repos.inputs import RepositoryCreate, RepositoryUpdate
 from kandev.repos.models import Repository
-from kandev.service_base import ScopedService
 
 REPOSITORY_NOT_FOUND = "repository not found"
 
 
 class RepositoryService(ScopedService):
-    git: GitRunner  # set by the container
+    def __init__(
+        self, db: Database, clock: Clock, new_id: IdFactory, access: BoardAccess, *, git: GitRunner
+    ) -> None:
+        super().__init__(db, clock, new_id, access)
+        self.git = git  # one per server: its per-repository locks serialize git work
 
     async def _check_branch(self, path: str, branch: str, field: str) -> None:
         if not await self.git.branch_exists(path, branch):

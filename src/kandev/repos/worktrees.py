@@ -34,6 +34,7 @@ from kandev.repos import repository_sql
 from kandev.repos.git import GitRunner, same_path
 from kandev.repos.models import Repository
 from kandev.sessions.models import Session
+from kandev.sessions.recorder import SessionRecorder
 
 log = logging.getLogger(__name__)
 SETUP_TIMEOUT_SECONDS = 600.0
@@ -82,7 +83,7 @@ class WorktreeService:
         clock: Clock,
         git: GitRunner,
         settings: Settings,
-        recorder: Any,
+        recorder: SessionRecorder,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -137,14 +138,16 @@ class WorktreeService:
             await self.git.run(
                 repo, "worktree", "add", "-b", branch, "--", str(path), f"refs/heads/{base}"
             )
-            events = pending_events(getattr(self.recorder, "bus", None))
+            events = pending_events(self.recorder.bus)
             async with self.db.write() as conn:
                 await repository_sql.set_task_worktree(
                     conn, task_id, branch=branch, worktree_path=str(path), now=self.clock.now()
                 )
                 updated = await task_repository.get_task(conn, task_id)
                 assert updated is not None
-                await add_task_event(conn, events, TASK_UPDATED, updated)  # branch, worktree
+                await add_task_event(
+                    conn, events, TASK_UPDATED, updated, self.recorder.describer
+                )  # branch, worktree
             events.publish()
             return True, path, repository
 

@@ -26,6 +26,13 @@ from kandev.faults import fault_point
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.models import Message, Session
 from kandev.sessions.recorder import SessionRecorder
+from kandev.sessions.turn_hooks import (
+    DispatchRejected,
+    PromptNotSent,
+    ResumeReservation,
+    TurnHooks,
+    Workdirs,
+)
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -72,20 +79,25 @@ class Orchestrator:
         runtime: AgentRuntime,
         agent_tokens: AgentTokenService,
         settings: Settings,
+        workdirs: Workdirs | None = None,
     ) -> None:
         self.db = db
         self.recorder = recorder
         self.runtime = runtime
         self.agent_tokens = agent_tokens
         self.settings = settings
+        self.workdirs = workdirs  # None: tasks on repositories are not supported here
+        self.hooks = TurnHooks()  # the layers above register here (see turn_hooks)
         self._live: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.clarifications: Any = None  # ClarificationService, set by the container
-        self.moves: Any = None  # MoveService, set by the container
-        self.worktrees: Any = None  # WorktreeService (kandev.repos), set by the container
 
     def live(self, session_id: str) -> LiveSession:
         return self._live.setdefault(session_id, LiveSession())
+
+    def turn_lock(self, session_id: str) -> asyncio.Lock:
+        """Held while a turn of the session starts or ends: a move that must see whether a
+        turn is running (and not race its end) holds it too."""
+        return self.live(session_id).lock
 
     def is_agent_running(self, session_id: str) -> bool:
         live = self._live.get(session_id)
@@ -144,9 +156,9 @@ class Orchestrator:
             raise AgentFailed("the session's agent profile no longer exists")
         if task is None:
             raise AgentFailed("the session's task no longer exists")
-        if task.repository_id and self.worktrees is not None:
+        if task.repository_id and self.workdirs is not None:
             # A task on a repository runs in its own worktree (created on first use).
-            cwd = await self.worktrees.ensure_worktree(task, session)
+            cwd = await self.workdirs.ensure_worktree(task, session)
         else:
             cwd = await asyncio.to_thread(self._agent_cwd, task)
         await self.recorder.set_state(session_id, STARTING, only_from=("CREATED", IDLE))
@@ -272,14 +284,13 @@ class Orchestrator:
             # The turn is over: open questions stay answerable (detached); while one is open
             # the session waits for input and turn-complete automation does not run.
             waiting = False
-            if self.clarifications is not None:
-                await self.clarifications.detach_session(session_id)
-                waiting = await self.clarifications.blocks_turn_complete(session_id)
+            for ending in self.hooks.turn_ending:
+                waiting = await ending(session_id) or waiting
             await self.recorder.finish_turn(session_id, turn_id, stop_reason, waiting=waiting)
-            if self.moves is not None:
-                # A deferred move lands first, then turn-complete automation (not while
-                # `waiting`); step-entry prompts they queue are dispatched just below.
-                await self.moves.on_turn_end(session_id, stop_reason=stop_reason, waiting=waiting)
+            # A deferred move lands first, then turn-complete automation (not while
+            # `waiting`); step-entry prompts they queue are dispatched just below.
+            for ended in self.hooks.turn_ended:
+                await ended(session_id, stop_reason=stop_reason, waiting=waiting)
         await self.dispatch_queued(session_id)
 
     async def dispatch_queued(self, session_id: str) -> None:
@@ -301,17 +312,15 @@ class Orchestrator:
         self._spawn(self._run_turn(session_id, turn.id, queued["content"]))
 
     def _supersede(self, session_id: str) -> None:
-        if self.clarifications is not None:
-            self.clarifications.supersede_waiters(session_id)
+        for superseded in self.hooks.superseded:
+            superseded(session_id)
 
     async def resume_detached(
         self,
         *,
         session_id: str,
-        pending_id: str,
-        clarification_turn_id: str | None,
-        message_ids: list[str],
         prompt: str,
+        reservation: ResumeReservation,
     ) -> None:
         """Hand a late answer to the agent as a new turn; returns once the prompt was
         written to the agent's stdin (so the caller may then mark it delivered).
@@ -322,9 +331,6 @@ class Orchestrator:
         is never restored. Raises DispatchRejected when nothing was sent, and PromptNotSent
         when the turn started but its prompt could not be written (the agent died first).
         """
-        from kandev.clarification import repository as clarifications_repo
-        from kandev.clarification.service import DispatchRejected, PromptNotSent
-
         live = self.live(session_id)
         async with live.lock:
             async with self.db.read() as conn:
@@ -337,31 +343,17 @@ class Orchestrator:
                 raise DispatchRejected("the agent is busy with another turn")
             turn_id = self.recorder.new_id()
             async with self.db.write() as conn:
-                await clarifications_repo.reserve_resume_turn(
-                    conn,
-                    self.db,
-                    turn_id=turn_id,
-                    session_id=session_id,
-                    task_id=session.task_id,
-                    pending_id=pending_id,
-                    clarification_turn_id=clarification_turn_id or "",
-                    message_ids=message_ids,
-                    now=self.recorder.clock.now(),
-                )
+                await reservation.reserve(conn, turn_id, session, self.recorder.clock.now())
             live.stopping = False
             try:
                 await self._ensure_agent(session_id)
             except AgentFailed as exc:
                 async with self.db.write() as conn:
-                    await clarifications_repo.delete_reservation(conn, turn_id)
+                    await reservation.release(conn, turn_id)
                 raise DispatchRejected(f"the agent could not be started: {exc}") from exc
             async with self.db.write() as conn:
-                await clarifications_repo.mark_dispatch_attempted(
-                    conn, turn_id, self.recorder.clock.now()
-                )
-            await self.recorder.start_reserved_turn(
-                session, turn_id, prompt, clarifications_repo.publish_reservation
-            )
+                await reservation.mark_attempted(conn, turn_id, self.recorder.clock.now())
+            await self.recorder.start_reserved_turn(session, turn_id, prompt, reservation.publish)
             await self._begin_live_turn(live, session, turn_id)
             sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._spawn(self._run_turn(session_id, turn_id, prompt, sent))
@@ -398,17 +390,12 @@ class Orchestrator:
         await self.recorder.end_session(
             session_id, state, revoke=self.agent_tokens.revoke_for_session
         )
-        await self._expire_questions(session_id)
-        await self._drop_pending_moves(session_id)
+        await self._session_ended(session_id)
         self._live.pop(session_id, None)
 
-    async def _expire_questions(self, session_id: str) -> None:
-        if self.clarifications is not None:
-            await self.clarifications.expire_session(session_id)
-
-    async def _drop_pending_moves(self, session_id: str) -> None:
-        if self.moves is not None:
-            await self.moves.on_session_ended(session_id)  # no turn of it will end again
+    async def _session_ended(self, session_id: str) -> None:
+        for ended in self.hooks.session_ended:
+            await ended(session_id)
 
     async def _fail(self, session_id: str, reason: str) -> None:
         live = self.live(session_id)
@@ -418,8 +405,7 @@ class Orchestrator:
         await self.recorder.end_session(
             session_id, FAILED, reason, revoke=self.agent_tokens.revoke_for_session
         )
-        await self._expire_questions(session_id)
-        await self._drop_pending_moves(session_id)
+        await self._session_ended(session_id)
         self._live.pop(session_id, None)
 
     async def shutdown(self) -> None:

@@ -14,6 +14,16 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
+from kandev.board.describe import task_json
+from kandev.catalog.events import (
+    SESSION_MESSAGE_ADDED,
+    SESSION_MESSAGE_UPDATED,
+    SESSION_PROMPT_QUEUED,
+    SESSION_STATE_CHANGED,
+    SESSION_TURN_COMPLETED,
+    SESSION_TURN_STARTED,
+    TASK_UPDATED,
+)
 from kandev.catalog.states import (
     FAILED,
     IDLE,
@@ -32,6 +42,7 @@ from kandev.ids import IdFactory
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
+from kandev.sessions.describe import SessionDescriber
 from kandev.sessions.models import Message, Session, Turn
 from kandev.sessions.turns import lock_session_turns
 
@@ -39,11 +50,19 @@ T = TypeVar("T")
 
 
 class SessionRecorder:
-    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, bus: EventBus) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        new_id: IdFactory,
+        bus: EventBus,
+        describer: SessionDescriber,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.new_id = new_id
         self.bus = bus
+        self.describer = describer
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[tuple[AsyncConnection, PendingEvents]]:
@@ -55,9 +74,7 @@ class SessionRecorder:
     # --- sessions -----------------------------------------------------------------------
 
     async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
-        from kandev.sessions.pending import sessions_json
-
-        return (await sessions_json(conn, [session]))[0]
+        return (await self.describer.sessions_json(conn, [session]))[0]
 
     async def _state_event(
         self,
@@ -70,7 +87,7 @@ class SessionRecorder:
         session = await sessions_repo.get_session(conn, session_id)
         assert session is not None
         events.add(
-            "session.state_changed",
+            SESSION_STATE_CHANGED,
             {
                 "session_id": session.id,
                 "task_id": session.task_id,
@@ -144,7 +161,7 @@ class SessionRecorder:
                         "created_at": now,
                     },
                 )
-                await self._message_event(conn, events, "added", error, None)
+                await self._message_event(conn, events, SESSION_MESSAGE_ADDED, error, None)
             await sessions_repo.set_state_unless_terminal(
                 conn, session_id, state, now, completed_at=now, error_message=reason
             )
@@ -207,11 +224,11 @@ class SessionRecorder:
         )
         scope = {"task_id": session.task_id, "session_id": session.id, "owner_id": owner_id}
         events.add(
-            "session.turn.started",
+            SESSION_TURN_STARTED,
             {"session_id": session.id, "task_id": session.task_id, "turn_id": turn_id},
             **scope,
         )
-        events.add("session.message.added", {"message": message.to_json()}, **scope)
+        events.add(SESSION_MESSAGE_ADDED, {"message": message.to_json()}, **scope)
         current = await sessions_repo.get_session(conn, session.id)
         if current is not None and current.state != RUNNING and not current.is_terminal:
             await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
@@ -230,7 +247,7 @@ class SessionRecorder:
             owner_id = await task_owner_id(conn, session.task_id)
             if await turns_repo.complete_turn(conn, turn_id, now):
                 events.add(
-                    "session.turn.completed",
+                    SESSION_TURN_COMPLETED,
                     {
                         "session_id": session_id,
                         "task_id": session.task_id,
@@ -255,12 +272,10 @@ class SessionRecorder:
     ) -> None:
         if not await task_repository.change_task_state(conn, task_id, state, self.clock.now()):
             return  # already in that state (or gone): nothing to announce
-        from kandev.sessions.pending import tasks_json
-
         updated = await task_repository.get_task(conn, task_id)
         assert updated is not None
-        payload = (await tasks_json(conn, [updated]))[0]
-        events.add("task.updated", {"task": payload}, task_id=task_id, owner_id=owner_id)
+        payload = await task_json(self.describer, conn, updated)
+        events.add(TASK_UPDATED, {"task": payload}, task_id=task_id, owner_id=owner_id)
 
     # --- messages -----------------------------------------------------------------------
 
@@ -290,7 +305,7 @@ class SessionRecorder:
                     "created_at": self.clock.now(),
                 },
             )
-            await self._message_event(conn, events, "added", message, owner_id)
+            await self._message_event(conn, events, SESSION_MESSAGE_ADDED, message, owner_id)
             return message
 
     async def update_message(
@@ -309,7 +324,7 @@ class SessionRecorder:
             updated = Message(
                 **{**message.__dict__, "content": content, "metadata": metadata, "updated_at": now}
             )
-            await self._message_event(conn, events, "updated", updated, owner_id)
+            await self._message_event(conn, events, SESSION_MESSAGE_UPDATED, updated, owner_id)
             return updated
 
     async def _message_event(
@@ -323,7 +338,7 @@ class SessionRecorder:
         if owner_id is None:
             owner_id = await task_owner_id(conn, message.task_id)
         events.add(
-            f"session.message.{kind}",
+            kind,
             {"message": message.to_json()},
             task_id=message.task_id,
             session_id=message.session_id,
@@ -335,16 +350,14 @@ class SessionRecorder:
         recomputed pending_action so clients converge on it."""
         if not messages:
             return
-        from kandev.clarification.repository import pending_actions_for_sessions
-
         session_ids = sorted({m.session_id for m in messages})
         async with self.db.read() as conn:
-            actions = await pending_actions_for_sessions(conn, session_ids)
+            actions = await self.describer.pending_actions(conn, session_ids)
             owners = {
                 task_id: await task_owner_id(conn, task_id)
                 for task_id in {m.task_id for m in messages}
             }
-        kind = "session.message.added" if added else "session.message.updated"
+        kind = SESSION_MESSAGE_ADDED if added else SESSION_MESSAGE_UPDATED
         for message in messages:
             self.bus.publish(
                 kind,
@@ -424,7 +437,7 @@ class SessionRecorder:
                 },
             )
             events.add(
-                "session.prompt.queued",
+                SESSION_PROMPT_QUEUED,
                 {
                     "session_id": session.id,
                     "task_id": session.task_id,

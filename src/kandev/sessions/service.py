@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kandev.auth.access import AccessRules
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.auth.identity import current_identity
 from kandev.board import agent_profile_repository
 from kandev.board.agent_profiles import PROFILE_NOT_FOUND
+from kandev.board.scoped import ScopedService
+from kandev.catalog.events import SESSION_CREATED
 from kandev.catalog.states import CREATED, IDLE
 from kandev.clock import Clock
 from kandev.db.engine import Database
@@ -19,18 +20,20 @@ from kandev.errors import Conflict, NotFound
 from kandev.events.bus import EventBus
 from kandev.events.publisher import task_owner_id
 from kandev.ids import IdFactory
-from kandev.service_base import ScopedService
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions.access import AccessRules
+from kandev.sessions.describe import SessionDescriber
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
 from kandev.sessions.models import Message, Session
 from kandev.sessions.orchestrator import Orchestrator, PromptResult
-from kandev.sessions.pending import sessions_json
 
 MESSAGE_NOT_FOUND = "message not found"
 
 
 class SessionService(ScopedService):
+    access: AccessRules  # sessions too, not only the board's rows
+
     def __init__(
         self,
         db: Database,
@@ -40,15 +43,17 @@ class SessionService(ScopedService):
         orchestrator: Orchestrator,
         agent_tokens: AgentTokenService,
         bus: EventBus,
+        describer: SessionDescriber,
     ) -> None:
         super().__init__(db, clock, new_id, access)
         self.orchestrator = orchestrator
         self.agent_tokens = agent_tokens
         self.bus = bus
+        self.describer = describer
 
     async def _json(self, session: Session) -> dict[str, Any]:
         async with self.db.read() as conn:
-            return (await sessions_json(conn, [session]))[0]
+            return (await self.describer.sessions_json(conn, [session]))[0]
 
     async def create_session(self, task_id: str, data: SessionCreate) -> dict[str, Any]:
         now = self.clock.now()
@@ -79,7 +84,7 @@ class SessionService(ScopedService):
             owner_id = await task_owner_id(conn, task_id)
         payload = session.to_json()
         self.bus.publish(
-            "session.created",
+            SESSION_CREATED,
             {"session": payload},
             task_id=task_id,
             session_id=session.id,
@@ -107,7 +112,7 @@ class SessionService(ScopedService):
         async with self.db.read() as conn:
             await self.access.authorize_task(conn, task_id)
             sessions = await sessions_repo.list_task_sessions(conn, task_id)
-            return await sessions_json(conn, sessions)
+            return await self.describer.sessions_json(conn, sessions)
 
     async def prompt(self, session_id: str, text: str) -> PromptResult:
         session = await self._authorized_session(session_id)

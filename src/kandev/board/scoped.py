@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from kandev.auth.access import AccessRules
+from kandev.board.access import BoardAccess
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.ids import IdFactory
 
 
 class ScopedService:
-    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, access: AccessRules) -> None:
+    access: BoardAccess
+
+    def __init__(self, db: Database, clock: Clock, new_id: IdFactory, access: BoardAccess) -> None:
         self.db = db
         self.clock = clock
         self.new_id = new_id

@@ -1,4 +1,4 @@
-"""Pending-action projection onto tasks and sessions (reference §2.5), in batch.
+"""Task and session JSON with the pending-action projection filled (reference §2.5), in batch.
 
 `pending_action` of a session and `task_pending_action` / `primary_session_pending_action`
 of a task come from one projection query over the sessions involved — no query per row;
@@ -7,6 +7,7 @@ of a task come from one projection query over the sessions involved — no query
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -18,17 +19,37 @@ from kandev.clarification.pending_ids import (
     session_pending_clarification_id,
     task_pending_clarification_id,
 )
-from kandev.clarification.repository import (
+from kandev.db.tables import task_sessions
+from kandev.pending.projection import (
     pending_actions_for_sessions,
     session_pending_action,
     task_pending_action,
 )
-from kandev.db.tables import task_sessions
 from kandev.sessions.models import Session
 from kandev.sessions.turns import current_turn_id_subquery
 
 
-async def tasks_json(conn: AsyncConnection, tasks: list[Task]) -> list[dict[str, Any]]:
+class PendingDescriber:
+    """Implements `board.describe.TaskDescriber` and `sessions.describe.SessionDescriber`
+    for the services below this package (they are handed one at construction)."""
+
+    async def tasks_json(
+        self, conn: AsyncConnection, tasks: Sequence[Task]
+    ) -> list[dict[str, Any]]:
+        return await tasks_json(conn, tasks)
+
+    async def sessions_json(
+        self, conn: AsyncConnection, sessions: Sequence[Session]
+    ) -> list[dict[str, Any]]:
+        return await sessions_json(conn, sessions)
+
+    async def pending_actions(
+        self, conn: AsyncConnection, session_ids: list[str]
+    ) -> dict[str, str]:
+        return await pending_actions_for_sessions(conn, session_ids)
+
+
+async def tasks_json(conn: AsyncConnection, tasks: Sequence[Task]) -> list[dict[str, Any]]:
     """Task JSON with both pending-action keys filled."""
     if not tasks:
         return []
@@ -67,7 +88,7 @@ async def tasks_json(conn: AsyncConnection, tasks: list[Task]) -> list[dict[str,
     return out
 
 
-async def sessions_json(conn: AsyncConnection, sessions: list[Session]) -> list[dict[str, Any]]:
+async def sessions_json(conn: AsyncConnection, sessions: Sequence[Session]) -> list[dict[str, Any]]:
     """Session JSON with current_turn_id and pending_action filled."""
     if not sessions:
         return []

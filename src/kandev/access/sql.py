@@ -1,4 +1,4 @@
-"""SQL forms of the scoping rules in kandev.auth.access (one place for both).
+"""SQL forms of the scoping rules in kandev.access.rules (one place for both).
 
 A workspace is visible to user U when owner_id is '' or U. A row that hangs off a workspace
 (task, workflow) is visible unless its workspace_id names an existing workspace owned by

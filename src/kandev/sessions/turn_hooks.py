@@ -1,0 +1,69 @@
+"""The seams of the turn lifecycle: what the orchestrator calls on the layers above it
+(clarification, moves, repositories) without importing them.
+
+Callbacks are registered on `Orchestrator.hooks` by the container, in order; the
+orchestrator calls every one at its moment. A resume of a detached answer brings its own
+`ResumeReservation` (clarification owns those rows); the worktree a task's agent runs in
+comes from a `Workdirs` given at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.board.models import Task
+from kandev.sessions.models import Session
+
+
+class DispatchRejected(Exception):
+    """Nothing was sent to the agent (the session ended, the agent is busy or failed to
+    start): the caller may restore what it claimed."""
+
+
+class PromptNotSent(Exception):
+    """The resume turn started but its prompt never reached the agent (it died first)."""
+
+
+class TurnEnded(Protocol):
+    async def __call__(self, session_id: str, *, stop_reason: str, waiting: bool) -> None: ...
+
+
+@dataclass
+class TurnHooks:
+    # A new turn starts on the session: live ask calls of the old turn end (sync).
+    superseded: list[Callable[[str], None]] = field(default_factory=list)
+    # A turn is ending: each returns True when the session now waits for a human.
+    turn_ending: list[Callable[[str], Awaitable[bool]]] = field(default_factory=list)
+    # A turn ended (`waiting`: for a human), under the turn lock.
+    turn_ended: list[TurnEnded] = field(default_factory=list)
+    # The session ended (stopped, failed): no turn of it will end again.
+    session_ended: list[Callable[[str], Awaitable[None]]] = field(default_factory=list)
+
+
+class ResumeReservation(Protocol):
+    """The rows a detached resume writes around its turn (reference §1.4): reserved before
+    the agent is started, released if nothing was sent, marked attempted right before the
+    prompt goes out, published when the turn opens."""
+
+    async def reserve(
+        self, conn: AsyncConnection, turn_id: str, session: Session, now: datetime
+    ) -> None: ...
+
+    async def release(self, conn: AsyncConnection, turn_id: str) -> None: ...
+
+    async def mark_attempted(self, conn: AsyncConnection, turn_id: str, now: datetime) -> None: ...
+
+    async def publish(self, conn: AsyncConnection, turn_id: str, now: datetime) -> bool: ...
+
+
+class Workdirs(Protocol):
+    """The working directory of a task on a repository: its worktree (created on use).
+    Raises AgentFailed with a readable reason."""
+
+    async def ensure_worktree(self, task: Task, session: Session) -> Path: ...
