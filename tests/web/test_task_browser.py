@@ -479,7 +479,8 @@ def test_a_failed_submit_keeps_the_overlay_open_for_a_retry(page, board) -> None
     )
     region = overlay(page)
     region.get_by_role("button", name="Skip all").click()
-    expect(region.get_by_role("alert")).to_have_text("database is busy")
+    # The overlay shows the API error as a sentence (web/static/js/error_text.js).
+    expect(region.get_by_role("alert")).to_have_text("Database is busy.")
     expect(region.get_by_role("button", name="Skip all")).to_be_enabled()
 
 
