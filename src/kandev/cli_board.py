@@ -100,8 +100,8 @@ def _step_names(workflows: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _with_step_name(task: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    step_id = task.get("workflow_step_id")
-    return {**task, "step_name": names.get(step_id, step_id)}
+    step_id: str | None = task.get("workflow_step_id")
+    return {**task, "step_name": names.get(step_id, step_id) if step_id is not None else None}
 
 
 def _find_step(workflow: dict[str, Any], wanted: str) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -102,7 +102,7 @@ def _innermost(exc: BaseException) -> BaseException:
     return exc
 
 
-def _run(action: Callable[[], Awaitable[int]]) -> None:
+def _run(action: Callable[[], Coroutine[Any, Any, int]]) -> None:
     try:
         code = asyncio.run(action())
     except McpCallFailed as exc:

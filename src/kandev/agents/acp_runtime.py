@@ -32,12 +32,15 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.connection import StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
+    AcpMcpServer,
     ClientCapabilities,
     FileSystemCapabilities,
     HttpHeader,
     HttpMcpServer,
     Implementation,
     InitializeResponse,
+    McpServerStdio,
+    SseMcpServer,
 )
 
 from kandev import __version__
@@ -152,7 +155,11 @@ class AcpAgentHandle:
         self._on_prompt_sent: Callable[[], None] | None = None
         client = KandevAcpClient(self._on_session_update, permission_policy or AutoAllowPolicy())
         self._conn = connect_to_agent(
-            client, process.stdin, self._acp_out, observers=[self._observe]
+            # The SDK routes only the methods a client defines; its Client Protocol lists all.
+            client,  # type: ignore[arg-type]
+            process.stdin,
+            self._acp_out,
+            observers=[self._observe],
         )
         self._stdout_task = asyncio.create_task(self._pump_stdout(), name="acp-agent-stdout")
         self._stderr_task = asyncio.create_task(self._read_stderr(), name="acp-agent-stderr")
@@ -267,7 +274,7 @@ class AcpAgentHandle:
                 f"Kandev speaks version {PROTOCOL_VERSION}"
             )
 
-        mcp_servers = [
+        mcp_servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
             HttpMcpServer(
                 type="http",
                 name=MCP_SERVER_NAME,

@@ -43,6 +43,7 @@ from acp.schema import (
     McpCapabilities,
     NewSessionResponse,
     PromptResponse,
+    StopReason,
     TextContentBlock,
 )
 
@@ -69,7 +70,7 @@ OPTIONS = (
 class _Session:
     cwd: str
     mcp_servers: list[Any]
-    turn: asyncio.Task[str] | None = None
+    turn: asyncio.Task[StopReason] | None = None
     cancelled: bool = False
     tool_calls: int = field(default=0)
 
@@ -201,7 +202,7 @@ class DemoAgent:
 
     # --- one turn -------------------------------------------------------------------------
 
-    async def _turn(self, session_id: str, session: _Session, text: str) -> str:
+    async def _turn(self, session_id: str, session: _Session, text: str) -> StopReason:
         if is_resume(text):
             await self._say(session_id, f"Demo agent here, picking up where I left off. {text}")
             return "end_turn"
@@ -338,7 +339,8 @@ async def _serve() -> None:
     reader, writer = await stdio_streams()
     # stdout now belongs to ACP: anything printed by mistake goes to stderr instead.
     sys.stdout = sys.stderr
-    await run_agent(DemoAgent(), writer, reader)
+    # The SDK routes only the methods an agent defines; its Agent Protocol lists all of them.
+    await run_agent(DemoAgent(), writer, reader)  # type: ignore[arg-type]
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -22,11 +23,11 @@ async def insert_workspace(
     owner_id: str,
     now: datetime,
 ) -> Workspace:
-    values = dict(
+    workspace = Workspace(
         id=id, name=name, description=description, owner_id=owner_id, created_at=now, updated_at=now
     )
-    await conn.execute(insert(workspaces).values(**values))
-    return Workspace(**values)
+    await conn.execute(insert(workspaces).values(**asdict(workspace)))
+    return workspace
 
 
 async def get_workspace(conn: AsyncConnection, workspace_id: str) -> Workspace | None:

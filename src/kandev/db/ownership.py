@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -97,12 +98,9 @@ async def check_database_is_kandevs(db: Database) -> None:
 
 def write_marker(connection: Connection) -> None:
     """Record, once, that this database is Kandev's (inside the migration transaction)."""
-    if connection.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     connection.execute(
-        insert(kandev_meta)
+        dialect.insert(kandev_meta)
         .values(key=MARKER_KEY, value=f"created by Kandev {__version__}")
         .on_conflict_do_nothing(index_elements=[kandev_meta.c.key])
     )

@@ -10,6 +10,8 @@ for "none" rather than NULL, as the original does: '' is the unowned / no-worksp
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -51,7 +53,7 @@ def _updated() -> Column:
     return Column("updated_at", UTCDateTime(), nullable=False)
 
 
-def _text(name: str, **kw: object) -> Column:
+def _text(name: str, **kw: Any) -> Column:
     """A NOT NULL text column defaulting to '' (the house style for optional text)."""
     return Column(name, Text, nullable=False, server_default=text("''"), **kw)
 

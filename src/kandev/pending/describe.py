@@ -93,7 +93,7 @@ async def sessions_json(conn: AsyncConnection, sessions: Sequence[Session]) -> l
     if not sessions:
         return []
     ids = [s.id for s in sessions]
-    current = dict(
+    current: dict[str, str | None] = dict(
         (
             await conn.execute(
                 select(task_sessions.c.id, current_turn_id_subquery(task_sessions.c.id)).where(

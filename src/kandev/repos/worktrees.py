@@ -59,6 +59,10 @@ def _clear_directory(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
 
 
+async def _path_exists(path: str) -> bool:
+    return await asyncio.to_thread(os.path.exists, path)
+
+
 def _copy_into(repo: Path, worktree: Path, relative: str) -> str | None:
     """Copy one repository-relative file or directory; a reason when it was not copied."""
     source = (repo / relative).resolve()
@@ -254,9 +258,7 @@ class WorktreeService:
         repo = repository.path
         try:
             async with self.git.lock(repo):
-                if task.worktree_path and await asyncio.to_thread(
-                    os.path.exists, task.worktree_path
-                ):
+                if task.worktree_path and await _path_exists(task.worktree_path):
                     await self.git.run(
                         repo, "worktree", "remove", "--force", "--", task.worktree_path
                     )
