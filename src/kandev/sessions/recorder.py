@@ -282,7 +282,7 @@ class SessionRecorder:
     async def add_message(
         self,
         session: Session,
-        turn_id: str,
+        turn_id: str | None,
         *,
         type: str,
         content: str,

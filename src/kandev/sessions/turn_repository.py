@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ async def insert_turn(
     now: datetime,
     metadata: dict[str, Any] | None = None,
 ) -> Turn:
-    values = dict(
+    turn = Turn(
         id=id,
         session_id=session_id,
         task_id=task_id,
@@ -31,8 +32,8 @@ async def insert_turn(
         created_at=now,
         updated_at=now,
     )
-    await conn.execute(insert(turns).values(**values))
-    return Turn(**values)
+    await conn.execute(insert(turns).values(**asdict(turn)))
+    return turn
 
 
 async def get_turn(conn: AsyncConnection, turn_id: str) -> Turn | None:

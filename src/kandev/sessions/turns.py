@@ -9,7 +9,16 @@ newer authoritative one exists. (reference clarification-baseline §1.4)
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, ScalarSelect, exists, not_, or_, select, text
+from sqlalchemy import (
+    ColumnElement,
+    FromClause,
+    ScalarSelect,
+    exists,
+    not_,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.messages import DISPATCH_ATTEMPTED_KEY, DISPATCH_PENDING_KEY
@@ -19,7 +28,7 @@ from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
 
 
-def turn_is_authoritative(turn_table=turns) -> ColumnElement[bool]:  # type: ignore[no-untyped-def]
+def turn_is_authoritative(turn_table: FromClause = turns) -> ColumnElement[bool]:
     return or_(
         not_(json_truthy(turn_table.c.metadata, DISPATCH_PENDING_KEY)),
         json_truthy(turn_table.c.metadata, DISPATCH_ATTEMPTED_KEY),
