@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from starlette.types import Message, Receive, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from kandev.faults import fault_point
 
@@ -104,7 +104,7 @@ def _call_unsent(on_unsent: OnUnsent, reason: str) -> None:
 
 
 @contextlib.contextmanager
-def receipt_installed(receipt: ResponseReceipt, scope: dict[str, Any]) -> Iterator[None]:
+def receipt_installed(receipt: ResponseReceipt, scope: Scope) -> Iterator[None]:
     scope[RECEIPT_SCOPE_KEY] = receipt
     token = _receipt.set(receipt)
     try:
@@ -118,7 +118,7 @@ def receipt_from_scope(scope: dict[str, Any] | None) -> ResponseReceipt | None:
     return found if isinstance(found, ResponseReceipt) else _receipt.get()
 
 
-async def run_with_receipt(app: Any, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+async def run_with_receipt(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one request through `app` with a receipt; settle it when the app is done."""
     receipt = ResponseReceipt(send, receive)
     with receipt_installed(receipt, scope):

@@ -42,8 +42,9 @@ class TurnHooks:
     turn_ending: list[Callable[[str], Awaitable[bool]]] = field(default_factory=list)
     # A turn ended (`waiting`: for a human), under the turn lock.
     turn_ended: list[TurnEnded] = field(default_factory=list)
-    # The session ended (stopped, failed): no turn of it will end again.
-    session_ended: list[Callable[[str], Awaitable[None]]] = field(default_factory=list)
+    # The session ended (stopped, failed): no turn of it will end again. What a callback
+    # returns (e.g. how many questions it expired) is not used.
+    session_ended: list[Callable[[str], Awaitable[object]]] = field(default_factory=list)
 
 
 class ResumeReservation(Protocol):
