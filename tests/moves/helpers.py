@@ -21,7 +21,7 @@ from kandev.db.tables import (
     tasks,
 )
 from kandev.events.bus import Event, EventStream
-from kandev.moves.service import MoveRequest
+from kandev.moves.models import MoveRequest
 from kandev.services import Services
 
 WORK_PROMPT = "STEP-PROMPT for {{task_prompt}}"

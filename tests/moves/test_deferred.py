@@ -21,13 +21,8 @@ from kandev.db.tables import (
 )
 from kandev.moves import repository as moves_repo
 from kandev.moves import step_events
-from kandev.moves.service import (
-    ACTOR_AGENT,
-    APPLIED,
-    DEFERRED,
-    ENTRY_PROMPT_AUTHOR,
-    MoveRequest,
-)
+from kandev.moves.models import ACTOR_AGENT, APPLIED, DEFERRED, MoveRequest
+from kandev.moves.transitions import ENTRY_PROMPT_AUTHOR
 from kandev.services import Services
 from kandev.sessions.inputs import MessagePageQuery
 from tests.moves.helpers import (

@@ -13,7 +13,7 @@ from sqlalchemy import update
 from kandev.board import workflow_repository
 from kandev.db.engine import Database
 from kandev.db.tables import pending_moves, queued_prompts, tasks
-from kandev.moves.service import LOOKUP_FAILED
+from kandev.moves.validation import LOOKUP_FAILED
 from tests.e2e.board_helpers import scripted_profile
 from tests.mcp.conftest import bearer_client, board, mcp_client, ok, tool_error, two_users
 from tests.moves.helpers import rows, snapshot

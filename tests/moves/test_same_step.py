@@ -13,13 +13,8 @@ from kandev.auth.identity import Identity, acting_as
 from kandev.board import task_repository, workflow_repository
 from kandev.board.inputs import TaskCreate, WorkflowCreate
 from kandev.errors import Conflict, NotFound, ValidationFailed
-from kandev.moves.service import (
-    ACTOR_AGENT,
-    APPLIED,
-    LOOKUP_FAILED,
-    MoveLookupFailed,
-    MoveRequest,
-)
+from kandev.moves.models import ACTOR_AGENT, APPLIED, MoveRequest
+from kandev.moves.validation import LOOKUP_FAILED, MoveLookupFailed
 from kandev.services import Services
 from kandev.sessions import session_repository
 from tests.moves.helpers import (

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kandev.board.inputs import Prompt, RowId
 from kandev.mcp.tools.base import BOTH, ToolArgs, ToolContext, ToolSpec
-from kandev.moves.service import ACTOR_AGENT, ACTOR_EXTERNAL, MoveRequest
+from kandev.moves.models import ACTOR_AGENT, ACTOR_EXTERNAL, MoveRequest
 
 
 class MoveTaskArgs(ToolArgs):
@@ -37,7 +37,7 @@ async def move_task(ctx: ToolContext, args: MoveTaskArgs) -> dict[str, Any]:
         sender_session_id=agent.session_id if agent is not None else "",
     )
     moves = ctx.services.moves
-    return await moves.result_json(await moves.move(request))
+    return await moves.presenter.envelope(await moves.move(request), "mcp")
 
 
 DESCRIPTION = (
