@@ -17,7 +17,7 @@ from sqlalchemy import insert, text, update
 
 from kandev.auth.identity import SYNTHETIC_IDENTITY, Identity, acting_as
 from kandev.catalog import messages as kinds
-from kandev.clarification import repository as repo
+from kandev.clarification import bundles
 from kandev.clarification.list_query import PENDING_INDEX, build_list_query
 from kandev.clarification.listing import MAX_LIMIT, encode_cursor, list_pending_questions
 from kandev.clock import ManualClock
@@ -135,7 +135,7 @@ class World:
     ) -> None:
         task_id, session_id, turn_id = where
         async with self.db.write() as conn:
-            await repo.insert_bundle(
+            await bundles.insert_bundle(
                 conn,
                 pending_id=pending_id,
                 session_id=session_id,
@@ -183,7 +183,7 @@ class World:
     async def set_status(self, pending_id: str, status: str | None) -> None:
         """Every row of the bundle gets `status` (None removes the key)."""
         async with self.db.write() as conn:
-            for message in await repo.find_bundle_messages(conn, pending_id):
+            for message in await bundles.find_bundle_messages(conn, pending_id):
                 meta = {k: v for k, v in message.metadata.items() if k != "status"}
                 if status is not None:
                     meta["status"] = status

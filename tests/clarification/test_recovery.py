@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from kandev.catalog.messages import ANSWERED, PENDING, REJECTED
-from kandev.clarification import repository as repo
+from kandev.clarification import claims, reservations
 from kandev.clarification.recovery import RecoveryError, RecoveryReport, recover_on_startup
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_turns
@@ -47,7 +47,7 @@ async def recover(db: Database) -> RecoveryReport:
 async def claimed_bundle(db: Database, status: str = ANSWERED) -> list[Message]:
     await one_session_bundle(db)
     async with db.write() as conn:
-        await repo.detach_active(conn, db, "s1", at(50))
+        await claims.detach_active(conn, db, "s1", at(50))
     claimed = await claim(db, "p1", status)
     assert claimed is not None
     return claimed
@@ -212,7 +212,7 @@ async def test_kept_reservation_whose_claim_was_already_finalized(db: Database) 
     ids = [m.id for m in claimed]
     await reserve(db, ids)
     async with db.write() as conn:
-        await repo.mark_dispatch_attempted(conn, "resume", at(160))
+        await reservations.mark_dispatch_attempted(conn, "resume", at(160))
     assert await finalize(db, "p1", ids) is not None
     assert await recover(db) == RecoveryReport(kept_reservations=["resume"])
     assert_retired(await bundle(db, "p1"))
@@ -283,7 +283,7 @@ async def test_attempted_reservation_with_unanswered_rows_stops_the_start(db: Da
     claimed = await claimed_bundle(db)
     await reserve(db, [m.id for m in claimed])
     async with db.write() as conn:
-        await repo.mark_dispatch_attempted(conn, "resume", at(160))
+        await reservations.mark_dispatch_attempted(conn, "resume", at(160))
     await set_metadata(db, claimed[0].id, status=PENDING)
     with pytest.raises(RecoveryError, match="not all answered"):
         await recover(db)
@@ -296,7 +296,7 @@ async def test_attempted_reservation_covering_part_of_the_intent_stops_the_start
     claimed = await claimed_bundle(db)
     await reserve(db, [claimed[0].id])
     async with db.write() as conn:
-        await repo.mark_dispatch_attempted(conn, "resume", at(160))
+        await reservations.mark_dispatch_attempted(conn, "resume", at(160))
     with pytest.raises(RecoveryError, match=f"message {claimed[1].id} carries an unreserved"):
         await recover(db)
     assert all(r.metadata["response_delivery_pending"] for r in await bundle(db, "p1"))

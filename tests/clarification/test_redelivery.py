@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from kandev.catalog.messages import ANSWERED, REJECTED
-from kandev.clarification import repository as repo
+from kandev.clarification import claims
 from kandev.clarification.recovery import RecoveryReport, recover_on_startup
 from kandev.db.tables import agent_profiles, task_sessions
 from kandev.services import Services
@@ -58,10 +58,10 @@ async def claimed(
             )
     if detached:
         async with db.write() as conn:
-            await repo.detach_active(conn, db, "s1", at(50))
+            await claims.detach_active(conn, db, "s1", at(50))
     responses = answers_for(await bundle(db, "p1")) if status == ANSWERED else None
     async with db.write() as conn:
-        rows = await repo.claim_active_bundle(
+        rows = await claims.claim_active_bundle(
             conn, db, "p1", status, responses, at(100), reject_reason=reason
         )
     assert rows is not None

@@ -16,8 +16,8 @@ from sqlalchemy import insert, select, text, update
 
 from kandev.catalog import messages as kinds
 from kandev.catalog.messages import ANSWERED, PENDING, REJECTED
-from kandev.clarification import repository as repo
-from kandev.clarification.repository import ClarificationStateError
+from kandev.clarification import bundles, claims, reservations
+from kandev.clarification.claims import ClarificationStateError
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
@@ -115,7 +115,7 @@ async def seed_bundle(
     when: float = 1,
 ) -> list[Message]:
     async with db.write() as conn:
-        return await repo.insert_bundle(
+        return await bundles.insert_bundle(
             conn,
             pending_id=pending_id,
             session_id=session_id,
@@ -180,7 +180,7 @@ async def set_state(db: Database, session_id: str, state: str) -> None:
 
 async def bundle(db: Database, pending_id: str) -> list[Message]:
     async with db.read() as conn:
-        return await repo.find_bundle_messages(conn, pending_id)
+        return await bundles.find_bundle_messages(conn, pending_id)
 
 
 async def statuses(db: Database, pending_id: str) -> list[str | None]:
@@ -198,21 +198,21 @@ async def claim(
     if status == ANSWERED and responses is None:
         responses = answers_for(await bundle(db, pending_id))
     async with db.write() as conn:
-        return await repo.claim_active_bundle(conn, db, pending_id, status, responses, at(when))
+        return await claims.claim_active_bundle(conn, db, pending_id, status, responses, at(when))
 
 
 async def restore(
     db: Database, pending_id: str, ids: list[str], terminal: str = ANSWERED, when: float = 200
 ) -> list[Message] | None:
     async with db.write() as conn:
-        return await repo.restore_active_bundle(conn, db, pending_id, terminal, ids, at(when))
+        return await claims.restore_active_bundle(conn, db, pending_id, terminal, ids, at(when))
 
 
 async def finalize(
     db: Database, pending_id: str, ids: list[str], terminal: str = ANSWERED
 ) -> list[Message] | None:
     async with db.write() as conn:
-        return await repo.finalize_delivery(conn, db, pending_id, terminal, ids)
+        return await claims.finalize_delivery(conn, db, pending_id, terminal, ids)
 
 
 async def actions(db: Database, session_ids: list[str]) -> dict[str, str]:
@@ -222,7 +222,7 @@ async def actions(db: Database, session_ids: list[str]) -> dict[str, str]:
 
 async def active_ids(db: Database, session_id: str = "s1") -> list[str]:
     async with db.read() as conn:
-        return [m.id for m in await repo.find_active_messages(conn, session_id)]
+        return [m.id for m in await bundles.find_active_messages(conn, session_id)]
 
 
 async def one_session_bundle(db: Database, pending_id: str = "p1", n: int = 2) -> list[Message]:
@@ -299,7 +299,7 @@ async def test_concurrent_claims_have_exactly_one_winner(db: Database, claimers:
     async def claimer() -> None:
         async with db.write() as conn:
             results.append(
-                await repo.claim_active_bundle(conn, db, "p1", ANSWERED, responses, at(100))
+                await claims.claim_active_bundle(conn, db, "p1", ANSWERED, responses, at(100))
             )
 
     async with anyio.create_task_group() as group:
@@ -354,7 +354,7 @@ async def test_terminal_session_bundle_is_not_claimable(db: Database, state: str
 async def test_detached_bundle_is_claimable(db: Database) -> None:
     await one_session_bundle(db)
     async with db.write() as conn:
-        assert len(await repo.detach_active(conn, db, "s1", at(50))) == 2
+        assert len(await claims.detach_active(conn, db, "s1", at(50))) == 2
     claimed = await claim(db, "p1")
     assert claimed is not None
     assert all(m.metadata["agent_disconnected"] is True for m in claimed)
@@ -402,11 +402,11 @@ async def test_failed_claim_leaves_no_responding_row_even_if_caught(db: Database
     rows = await one_session_bundle(db)
     async with db.write() as conn:
         with pytest.raises(ClarificationStateError, match="missing response for"):
-            await repo.claim_active_bundle(
+            await claims.claim_active_bundle(
                 conn, db, "p1", ANSWERED, {"q1": {"question_id": "q1"}}, at(100)
             )
         # Same transaction, after the caught error: nothing of the claim is left.
-        assert await repo.find_bundle_messages(conn, "p1") == rows
+        assert await bundles.find_bundle_messages(conn, "p1") == rows
     assert await bundle(db, "p1") == rows
 
 
@@ -453,7 +453,7 @@ async def test_finalize_and_restore_validate_their_arguments(db: Database) -> No
 async def test_restore_makes_a_claimed_bundle_claimable_again(db: Database) -> None:
     rows = await one_session_bundle(db)
     async with db.write() as conn:
-        await repo.detach_active(conn, db, "s1", at(50))
+        await claims.detach_active(conn, db, "s1", at(50))
     claimed = await claim(db, "p1", when=100)
     assert claimed is not None
     restored = await restore(db, "p1", [m.id for m in claimed], when=200)
@@ -511,7 +511,7 @@ async def test_detach_marks_only_current_pending_rows_not_yet_detached(db: Datab
     await set_metadata(db, current[0].id, status=ANSWERED)
     await set_metadata(db, current[1].id, agent_disconnected="true")
     async with db.write() as conn:
-        changed = await repo.detach_active(conn, db, "s1", at(50))
+        changed = await claims.detach_active(conn, db, "s1", at(50))
     assert [m.id for m in changed] == [current[2].id]
     assert changed[0].metadata["agent_disconnected"] is True
     assert changed[0].metadata["status"] == PENDING
@@ -519,7 +519,7 @@ async def test_detach_marks_only_current_pending_rows_not_yet_detached(db: Datab
     assert await bundle(db, "p-old") == superseded
     assert await bundle(db, "p2") == theirs
     async with db.write() as conn:
-        assert await repo.detach_active(conn, db, "s1", at(60)) == []
+        assert await claims.detach_active(conn, db, "s1", at(60)) == []
 
 
 @pytest.mark.parametrize("flag", [True, "true", "1", 1])
@@ -527,7 +527,7 @@ async def test_every_truthy_encoding_counts_as_detached(db: Database, flag: Any)
     rows = await one_session_bundle(db, n=1)
     await set_metadata(db, rows[0].id, agent_disconnected=flag)
     async with db.write() as conn:
-        assert await repo.detach_active(conn, db, "s1", at(50)) == []
+        assert await claims.detach_active(conn, db, "s1", at(50)) == []
 
 
 async def test_expire_touches_only_current_pending_rows_of_the_session(db: Database) -> None:
@@ -543,7 +543,7 @@ async def test_expire_touches_only_current_pending_rows_of_the_session(db: Datab
     await set_metadata(db, first[0].id, status=ANSWERED, response={"question_id": "q1"})
     answered = (await bundle(db, "p1"))[0]
     async with db.write() as conn:
-        changed = await repo.expire_active_bundles(conn, db, "s1", at(50))
+        changed = await claims.expire_active_bundles(conn, db, "s1", at(50))
     assert [m.id for m in changed] == [first[1].id, second[0].id]
     for row in changed:
         assert row.metadata["status"] == "expired"
@@ -553,18 +553,18 @@ async def test_expire_touches_only_current_pending_rows_of_the_session(db: Datab
     assert await bundle(db, "p-old") == superseded
     assert await bundle(db, "p2") == theirs
     async with db.write() as conn:
-        assert await repo.expire_active_bundles(conn, db, "s1", at(60)) == []
+        assert await claims.expire_active_bundles(conn, db, "s1", at(60)) == []
 
 
 async def test_cancel_bundle_cancels_pending_rows_only(db: Database) -> None:
     rows = await one_session_bundle(db)
     await set_metadata(db, rows[0].id, status=ANSWERED)
     async with db.write() as conn:
-        changed = await repo.cancel_bundle(conn, db, "p1", at(50))
+        changed = await claims.cancel_bundle(conn, db, "p1", at(50))
     assert [m.id for m in changed] == [rows[1].id]
     assert await statuses(db, "p1") == [ANSWERED, "cancelled"]
     async with db.write() as conn:
-        assert await repo.cancel_bundle(conn, db, "p1", at(60)) == []
+        assert await claims.cancel_bundle(conn, db, "p1", at(60)) == []
 
 
 # --- pending-action projection -----------------------------------------------------------
@@ -625,7 +625,7 @@ def test_task_pending_action_aggregates_input_capable_sessions() -> None:
 
 async def reserve(db: Database, message_ids: list[str], turn_id: str = "resume") -> None:
     async with db.write() as conn:
-        await repo.reserve_resume_turn(
+        await reservations.reserve_resume_turn(
             conn,
             db,
             turn_id=turn_id,
@@ -666,11 +666,11 @@ async def test_reservation_lifecycle(db: Database) -> None:
     }
     assert await current(db) == "turn-1"  # private until attempted
     async with db.write() as conn:
-        assert await repo.mark_dispatch_attempted(conn, "resume", at(160))
+        assert await reservations.mark_dispatch_attempted(conn, "resume", at(160))
     assert await current(db) == "resume"
     async with db.write() as conn:
-        assert not await repo.delete_reservation(conn, "resume")  # attempted: kept
-        assert await repo.publish_reservation(conn, "resume", at(170))
+        assert not await reservations.delete_reservation(conn, "resume")  # attempted: kept
+        assert await reservations.publish_reservation(conn, "resume", at(170))
     assert await turn_metadata(db, "resume") == {}
     assert await current(db) == "resume"
     assert await restore(db, "p1", ids) is None  # the answer's turn is superseded now
@@ -684,8 +684,8 @@ async def test_unattempted_empty_reservation_can_be_deleted_and_the_claim_restor
     assert claimed is not None
     await reserve(db, [m.id for m in claimed])
     async with db.write() as conn:
-        assert await repo.delete_reservation(conn, "resume")
-        assert not await repo.delete_reservation(conn, "resume")
+        assert await reservations.delete_reservation(conn, "resume")
+        assert not await reservations.delete_reservation(conn, "resume")
     assert await turn_metadata(db, "resume") is None
     assert await restore(db, "p1", [m.id for m in claimed]) is not None
 
@@ -695,7 +695,7 @@ async def test_reservation_with_a_message_is_not_deleted(db: Database) -> None:
     await reserve(db, ["x"])
     await seed_message(db, "prompt", turn_id="resume", type="message", when=160)
     async with db.write() as conn:
-        assert not await repo.delete_reservation(conn, "resume")
+        assert not await reservations.delete_reservation(conn, "resume")
     assert await current(db) == "resume"
 
 
@@ -760,7 +760,7 @@ async def test_pg_terminal_session_write_waits_for_a_claim_in_progress(db: Datab
             )
 
     async with anyio.create_task_group() as group, db.write() as conn:
-        claimed = await repo.claim_active_bundle(
+        claimed = await claims.claim_active_bundle(
             conn, db, "p1", ANSWERED, answers_for(rows), at(100)
         )
         assert claimed is not None
@@ -773,7 +773,7 @@ async def test_pg_terminal_session_write_waits_for_a_claim_in_progress(db: Datab
         ).scalar_one()
         assert state == "COMPLETED"
         # Expiry after the session ended never overwrites the answer.
-        assert await repo.expire_active_bundles(conn, db, "s1", at(200)) == []
+        assert await claims.expire_active_bundles(conn, db, "s1", at(200)) == []
 
 
 async def test_reservation_needs_its_recovery_identity(db: Database) -> None:
@@ -781,7 +781,7 @@ async def test_reservation_needs_its_recovery_identity(db: Database) -> None:
     for pending_id, turn_id, ids in (("", "turn-1", ["m"]), ("p1", "", ["m"]), ("p1", "t", [])):
         with pytest.raises(ValueError):
             async with db.write() as conn:
-                await repo.reserve_resume_turn(
+                await reservations.reserve_resume_turn(
                     conn,
                     db,
                     turn_id="resume",

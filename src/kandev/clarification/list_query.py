@@ -10,7 +10,7 @@ finds the page, one follow-up reads the rows of the bundles on it. The page quer
    drops out for everyone (M5a). Visibility (L1c) and the workspace filter (L7/L7a, AND-ed)
    are predicates here - never a filter after LIMIT - so `limit` counts returned bundles
    (L1a), and everything below only touches what the caller may see.
-2. `active_bundle` - D4 with the repository's own predicates, the ones the claim uses: the
+2. `active_bundle` - D4 with the shared predicates (predicates.py), the ones the claim uses: the
    row is on its session's current turn (`sessions.turns.current_turn_id_subquery`), the
    session is not terminal, and the bundle is well formed (one type, session and turn; the
    claim refuses anything else, so listing it would advertise a bundle no answer can take).
@@ -56,11 +56,11 @@ from kandev.catalog.messages import (
     QUESTION_KEY,
     STATUS_KEY,
 )
-from kandev.clarification.repository import (
-    _is_pending,
-    _on_current_turn,
-    _session_is_live,
-    _well_formed,
+from kandev.clarification.predicates import (
+    is_pending,
+    on_current_turn,
+    session_is_live,
+    well_formed,
 )
 from kandev.clock import isoformat
 from kandev.db.json_sql import json_key_text, json_truthy
@@ -127,7 +127,7 @@ def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
     resolved_task_id = func.coalesce(func.nullif(row.c.task_id, ""), session.c.task_id)
     conditions = [
         _inline(row.c.type == TYPE),  # these two terms are the partial index's WHERE
-        _inline(_is_pending(row)),
+        _inline(is_pending(row)),
         *_visibility(task, bindparam("user_id", type_=Text()) if scoped else None),
     ]
     if by_workspace:
@@ -163,7 +163,7 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
         .cte("visible_pending")
         .prefix_with("MATERIALIZED")
     )
-    # D4 with the repository's own predicates, plus the claim's well-formed guard.
+    # D4 with the shared predicates (predicates.py), plus the claim's well-formed guard.
     active = (
         select(
             visible.c.pending_id,
@@ -173,9 +173,9 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
         )
         .where(
             visible.c.pending_id != "",
-            _on_current_turn(visible),
-            _session_is_live(visible),
-            _well_formed(visible.c.pending_id, visible),  # type: ignore[arg-type]
+            on_current_turn(visible),
+            session_is_live(visible),
+            well_formed(visible.c.pending_id, visible),  # type: ignore[arg-type]
         )
         .distinct()
         .cte("active_bundle")

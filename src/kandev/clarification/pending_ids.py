@@ -2,7 +2,7 @@
 
 The pending_id of the active question bundle a session owes an answer to: a pending
 clarification row on the current turn of a session that has not ended — the same rule as
-`pending_action` (repository.pending_actions_for_sessions) and the same as
+`pending_action` (pending.projection.pending_actions_for_sessions) and the same as
 `GET /api/v1/clarification` lists. One query for any number of sessions; a task takes its
 live sessions' oldest bundle (the oldest blocked agent first, as the list orders them) —
 whatever the session's state: a session without a managed agent (BYO, IDLE) asked over REST
@@ -21,7 +21,7 @@ from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
 from kandev.catalog.messages import PENDING_ID_KEY
 from kandev.catalog.states import TERMINAL_STATES
 from kandev.clarification.list_query import _inline
-from kandev.clarification.repository import _is_pending
+from kandev.clarification.predicates import is_pending
 from kandev.db.json_sql import json_key_text
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
@@ -62,7 +62,7 @@ async def pending_bundles_for_sessions(
         )
         .where(
             _inline(messages.c.type == TYPE),  # the partial index's WHERE (migration 0003)
-            _inline(_is_pending()),
+            _inline(is_pending()),
             func.coalesce(pending_id, "") != "",
         )
         .group_by(messages.c.session_id, pending_id)

@@ -30,7 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog import messages as kinds
 from kandev.catalog.states import TERMINAL_STATES
-from kandev.clarification import repository as repo
+from kandev.clarification.bundles import find_delivery_intent_messages
+from kandev.clarification.claims import ClarificationStateError, finalize_delivery
+from kandev.clarification.reservations import delete_reservation
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
 from kandev.db.tables import task_session_messages as messages
@@ -69,7 +71,7 @@ async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
         try:
             async with db.write() as conn:
                 outcome = await _settle_reservation(conn, db, turn_id, now)
-        except (RecoveryError, repo.ClarificationStateError) as exc:
+        except (RecoveryError, ClarificationStateError) as exc:
             problems.append(str(exc))
             continue
         if outcome is None:
@@ -83,7 +85,7 @@ async def recover_on_startup(db: Database, now: datetime) -> RecoveryReport:
         try:
             async with db.write() as conn:
                 undelivered = await _settle_delivery(conn, db, pending_id)
-        except (RecoveryError, repo.ClarificationStateError) as exc:
+        except (RecoveryError, ClarificationStateError) as exc:
             problems.append(str(exc))
             continue
         if undelivered is not None:
@@ -184,7 +186,7 @@ async def _settle_reservation(
         return True
     if reservation.pending_id is not None:
         await _reserved_rows(conn, reservation)
-    if not await repo.delete_reservation(conn, turn_id):
+    if not await delete_reservation(conn, turn_id):
         raise RecoveryError(f"reservation turn {turn_id} could not be deleted")
     return False
 
@@ -223,7 +225,7 @@ async def _check_reserved_claim(conn: AsyncConnection, reservation: _Reservation
         raise RecoveryError(f"{where}: reserved messages are not all answered or rejected")
     stray = [
         m.id
-        for m in await repo.find_delivery_intent_messages(conn, reservation.pending_id or "")
+        for m in await find_delivery_intent_messages(conn, reservation.pending_id or "")
         if m.id not in reservation.message_ids
     ]
     if stray:
@@ -267,7 +269,7 @@ async def _delivery_intents(db: Database) -> tuple[list[str], list[str]]:
 
 async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str) -> bool | None:
     """True: undelivered (to resume); False: retired; None: nothing left to do."""
-    carrying = await repo.find_delivery_intent_messages(conn, pending_id)
+    carrying = await find_delivery_intent_messages(conn, pending_id)
     if not carrying:
         return None
     statuses = {m.metadata.get(kinds.STATUS_KEY) for m in carrying}
@@ -288,6 +290,6 @@ async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str)
     if len(session_ids) == 1 and live:
         return True  # the agent gets it as a resumed turn once the server runs
     ids = [m.id for m in carrying]
-    if await repo.finalize_delivery(conn, db, pending_id, terminal, ids, kinds.VIA_RETIRED) is None:
+    if await finalize_delivery(conn, db, pending_id, terminal, ids, kinds.VIA_RETIRED) is None:
         raise RecoveryError(f"clarification {pending_id}: delivery intent could not be retired")
     return False

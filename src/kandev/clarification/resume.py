@@ -8,7 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from kandev.clarification import repository as repo
+from kandev.clarification import reservations
 from kandev.db.engine import Database
 from kandev.sessions.models import Session
 
@@ -23,7 +23,7 @@ class BundleResumeReservation:
     async def reserve(
         self, conn: AsyncConnection, turn_id: str, session: Session, now: datetime
     ) -> None:
-        await repo.reserve_resume_turn(
+        await reservations.reserve_resume_turn(
             conn,
             self.db,
             turn_id=turn_id,
@@ -36,10 +36,10 @@ class BundleResumeReservation:
         )
 
     async def release(self, conn: AsyncConnection, turn_id: str) -> None:
-        await repo.delete_reservation(conn, turn_id)
+        await reservations.delete_reservation(conn, turn_id)
 
     async def mark_attempted(self, conn: AsyncConnection, turn_id: str, now: datetime) -> None:
-        await repo.mark_dispatch_attempted(conn, turn_id, now)
+        await reservations.mark_dispatch_attempted(conn, turn_id, now)
 
     async def publish(self, conn: AsyncConnection, turn_id: str, now: datetime) -> bool:
-        return await repo.publish_reservation(conn, turn_id, now)
+        return await reservations.publish_reservation(conn, turn_id, now)

@@ -16,7 +16,8 @@ from kandev.catalog.messages import (
     STATUS_KEY,
 )
 from kandev.catalog.states import INPUT_CAPABLE_STATES, TERMINAL_STATES
-from kandev.clarification.repository import _is_pending, _meta
+from kandev.clarification.predicates import is_pending as _is_pending
+from kandev.clarification.predicates import meta as _meta
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.sessions.turns import current_turn_id_subquery

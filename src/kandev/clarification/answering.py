@@ -1,0 +1,142 @@
+"""ResolveBundle: the one way REST, MCP and the web page answer a question (seed P1, R1-R12).
+
+Validation before the claim, then the claim (the one claim statement), then delivery; a
+loser is told what the winner decided.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.auth.identity import current_identity
+from kandev.catalog import messages as kinds
+from kandev.clarification.bundles import find_bundle_messages
+from kandev.clarification.claims import claim_active_bundle
+from kandev.clarification.delivery import AnswerDelivery
+from kandev.clarification.outcome import Outcome, validate_outcome
+from kandev.clarification.reading import NO_LONGER_ACTIVE, BundleReader
+from kandev.clarification.serialization import resolution_body, response_envelope
+from kandev.clarification.store import ClarificationResponse
+from kandev.clarification.stored_bundle import Bundle, question_order
+from kandev.clarification.texts import human_answer_text
+from kandev.clock import Clock
+from kandev.db.engine import Database
+from kandev.errors import Conflict
+from kandev.faults import fault_point
+from kandev.ids import IdFactory
+from kandev.sessions import message_repository as messages_repo
+from kandev.sessions.models import Message
+from kandev.sessions.recorder import SessionRecorder
+
+
+class ResolveBundle:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        new_id: IdFactory,
+        recorder: SessionRecorder,
+        reader: BundleReader,
+        delivery: AnswerDelivery,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.new_id = new_id
+        self.recorder = recorder
+        self.reader = reader
+        self.delivery = delivery
+
+    async def resolve(
+        self,
+        pending_id: str,
+        answers: list[dict[str, Any]] | None,
+        rejected: bool,
+        reject_reason: str,
+        via: str = "",
+    ) -> dict[str, Any]:
+        """`via` ("web", "rest", "mcp") names the surface; the winner's answer is recorded in
+        the claim's transaction as one user message of the conversation (never for a loser).
+
+        Identity and authorization (M5, A1-A8), validation and normalization (N3a, N6-N8b,
+        L16), then the claim — never re-deriving activeness first (P2). The winner delivers
+        through the live waiter or a resume turn; a loser is told what the winner decided
+        (R2b), or 409 when nobody won (the bundle is simply no longer active).
+        """
+        bundle = await self.reader.authorized_bundle(pending_id)
+        outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
+        async with self.db.write() as conn:
+            claimed = await claim_active_bundle(
+                conn,
+                self.db,
+                pending_id,
+                outcome.status,
+                outcome.responses(),
+                self.clock.now(),
+                reject_reason=outcome.reject_reason if outcome.rejected else "",
+            )
+            answer = None
+            if claimed is not None:
+                answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
+        if claimed is None:
+            return await self._loser(pending_id)
+        if answer is not None:
+            await self.recorder.publish_messages([answer], added=True)
+        fault_point("after_claim")
+        response = ClarificationResponse(
+            pending_id=pending_id,
+            answers=outcome.answers,
+            rejected=outcome.rejected,
+            reject_reason=outcome.reject_reason,
+            responded_at=claimed[0].updated_at,
+        )
+        await self.delivery.deliver(bundle, outcome.status, claimed, response)
+        envelope = response_envelope(outcome.answers, outcome.rejected, outcome.reject_reason)
+        return resolution_body(pending_id, True, outcome.status, envelope)
+
+    async def _insert_answer_message(
+        self,
+        conn: AsyncConnection,
+        bundle: Bundle,
+        claimed: list[Message],
+        outcome: Outcome,
+        via: str,
+    ) -> Message:
+        """The human's side of the dialogue: one user message saying what was decided."""
+        identity = current_identity()
+        user_id = identity.user_id if identity is not None else ""
+        content = human_answer_text(
+            bundle.questions, outcome.answers, outcome.rejected, outcome.reject_reason
+        )
+        first = claimed[0]
+        return await messages_repo.insert_message(
+            conn,
+            {
+                "id": self.new_id(),
+                "session_id": first.session_id,
+                "task_id": first.task_id,
+                "turn_id": bundle.turn_id or first.turn_id,
+                "author_type": "user",
+                "author_id": user_id,
+                "type": "answer",
+                "content": content,
+                "metadata": {"pending_id": bundle.pending_id, "via": via, "answered_by": user_id},
+                "created_at": self.clock.now(),
+            },
+        )
+
+    async def _loser(self, pending_id: str) -> dict[str, Any]:
+        """R2: one re-read, no retry. A terminal status means a winner exists: replay it."""
+        async with self.db.read() as conn:
+            rows = sorted(await find_bundle_messages(conn, pending_id), key=question_order)
+        decided = [m for m in rows if m.metadata.get("status") in (kinds.ANSWERED, kinds.REJECTED)]
+        if not decided:
+            raise Conflict(NO_LONGER_ACTIVE)
+        status = decided[0].metadata["status"]
+        answers = [
+            m.metadata["response"] for m in rows if isinstance(m.metadata.get("response"), dict)
+        ]
+        # R2b: the winner's reason is not stored, so a replay carries "".
+        envelope = response_envelope(answers, status == kinds.REJECTED, "")
+        return resolution_body(pending_id, False, status, envelope)
