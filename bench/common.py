@@ -142,7 +142,7 @@ async def bench_task(client: httpx.AsyncClient, name: str = "bench") -> dict:
 
 async def bare_claim(url: str, n: int = 200) -> list[float]:
     """The floor: one claim transaction through the same repository, on that database."""
-    from kandev.clarification import repository as repo
+    from kandev.clarification import bundles, claims
     from kandev.clock import SystemClock
     from kandev.db.engine import Database
     from kandev.db.migrate import upgrade_to_head
@@ -175,7 +175,7 @@ async def bare_claim(url: str, n: int = 200) -> list[float]:
                     updated_at=now,
                 )
             )
-            await repo.insert_bundle(
+            await bundles.insert_bundle(
                 conn,
                 pending_id=f"p{i}",
                 session_id=f"s{i}",
@@ -188,7 +188,7 @@ async def bare_claim(url: str, n: int = 200) -> list[float]:
             )
         start = time.perf_counter()
         async with db.write() as conn:
-            claimed = await repo.claim_active_bundle(
+            claimed = await claims.claim_active_bundle(
                 conn, db, f"p{i}", kinds.ANSWERED, {"q": answer}, clock.now()
             )
         timings.append(time.perf_counter() - start)

@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.include_router(module.router)
     app.include_router(web_router)  # web pages and fragments, /static/vendor (node_modules)
     app.mount("/static", static_app(), name="static")  # Kandev's own CSS and ES modules
-    mount_mcp(app, services)  # /mcp (people, bots) and /agent/mcp (session agents)
+    mount_mcp(app, services.surface)  # /mcp (people, bots) and /agent/mcp (session agents)
     app.add_middleware(AuthMiddleware, auth_service=services.auth)
     install_perimeter(app, services.settings)  # outermost: hosts, origins, bodies on every route
     return app

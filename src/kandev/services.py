@@ -1,8 +1,14 @@
-"""The service container: built once per app, handed to routers, MCP tools and the CLI."""
+"""The composition root: every service built once per app, wired by constructor.
+
+`Services` holds everything (the app's lifespan and offline CLI commands prepare and close
+it); the surfaces get `SurfaceServices`, the domain services only — never the database, the
+bus or the access rules — and each REST/page handler names the ones it uses
+(`kandev.api.deps`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
@@ -33,6 +39,26 @@ from kandev.sessions.orchestrator import Orchestrator
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.service import SessionService
 from kandev.sessions.task_agents import TaskAgentStopper
+from kandev.streams.events import EventsService
+
+
+@dataclass(frozen=True)
+class SurfaceServices:
+    """What REST, MCP and the pages may call."""
+
+    settings: Settings
+    auth: AuthService
+    agent_tokens: AgentTokenService
+    workspaces: WorkspaceService
+    workflows: WorkflowService
+    tasks: TaskService
+    agent_profiles: AgentProfileService
+    sessions: SessionService
+    clarifications: ClarificationService
+    moves: MoveService
+    repositories: RepositoryService
+    changes: ChangesService
+    events: EventsService
 
 
 @dataclass
@@ -57,6 +83,25 @@ class Services:
     repositories: RepositoryService
     worktrees: WorktreeService
     changes: ChangesService
+    events: EventsService
+
+    @cached_property
+    def surface(self) -> SurfaceServices:
+        return SurfaceServices(
+            settings=self.settings,
+            auth=self.auth,
+            agent_tokens=self.agent_tokens,
+            workspaces=self.workspaces,
+            workflows=self.workflows,
+            tasks=self.tasks,
+            agent_profiles=self.agent_profiles,
+            sessions=self.sessions,
+            clarifications=self.clarifications,
+            moves=self.moves,
+            repositories=self.repositories,
+            changes=self.changes,
+            events=self.events,
+        )
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
@@ -181,5 +226,6 @@ def build_services(
         repositories=repositories,
         worktrees=worktrees,
         changes=changes,
+        events=EventsService(db, access, bus),
     )
     return services

@@ -12,12 +12,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field, StrictInt
 
-from kandev.api.deps import get_services
+from kandev.api.deps import AuthServiceDep
 from kandev.auth.identity import Identity, current_identity
 from kandev.auth.middleware import SESSION_COOKIE
-from kandev.auth.service import AuthService, SessionGrant, require_real
+from kandev.auth.service import SessionGrant, require_real
 from kandev.auth.validation import MAX_DISPLAY_NAME, MAX_EMAIL, MAX_PASSWORD, MAX_TOKEN_NAME
-from kandev.services import Services
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 # Spelled as the contract writes it ("SameSite=Lax"); Starlette passes the value through.
@@ -41,16 +40,12 @@ class TokenBody(BaseModel):
     ttl_hours: StrictInt | None = None
 
 
-def auth_service(services: Annotated[Services, Depends(get_services)]) -> AuthService:
-    return services.auth
-
-
 async def real_identity() -> Identity:
     """Runs before body validation, so auth-off callers get 404 whatever they send."""
     return require_real(current_identity())
 
 
-AuthDep = Annotated[AuthService, Depends(auth_service)]
+AuthDep = AuthServiceDep
 RealIdentity = Annotated[Identity, Depends(real_identity)]
 
 

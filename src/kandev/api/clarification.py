@@ -2,29 +2,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from kandev.api.deps import get_services
+from kandev.api.deps import ClarificationServiceDep
 from kandev.api.errors import error_response
 from kandev.clarification.inputs import RequestInput, RespondInput
-from kandev.services import Services
 
 router = APIRouter(prefix="/api/v1/clarification", tags=["clarification"])
 
 
 @router.get("")
 async def list_pending(
+    clarification_service: ClarificationServiceDep,
     workspace_id: str | None = Query(default=None, max_length=64),
     created_since: str | None = Query(default=None, max_length=64),
     cursor: str | None = Query(default=None, max_length=512),
     # A string so that `limit` is read by listing's rule (clamped, never rejected unless not
     # an integer) exactly as the MCP tool's is.
     limit: str | None = Query(default=None, max_length=32),
-    services: Services = Depends(get_services),
 ) -> dict[str, Any]:
     """The open questions the caller can see: list_pending_questions_kandev's envelope, order,
     visibility and errors, by the same code (ClarificationService.list_pending)."""
-    return await services.clarifications.list_pending(
+    return await clarification_service.list_pending(
         workspace_id=workspace_id,
         created_since=created_since,
         cursor=cursor,
@@ -34,24 +33,28 @@ async def list_pending(
 
 @router.post("/request")
 async def create_request(
-    body: RequestInput, services: Services = Depends(get_services)
+    clarification_service: ClarificationServiceDep,
+    body: RequestInput,
 ) -> dict[str, Any]:
-    pending_id = await services.clarifications.request(body)
+    pending_id = await clarification_service.request(body)
     return {"pending_id": pending_id}
 
 
 @router.get("/{pending_id}")
-async def get_request(pending_id: str, services: Services = Depends(get_services)) -> Any:
-    return await services.clarifications.get_request(pending_id)
+async def get_request(
+    clarification_service: ClarificationServiceDep,
+    pending_id: str,
+) -> Any:
+    return await clarification_service.get_request(pending_id)
 
 
 @router.get("/{pending_id}/wait")
 async def wait(
+    clarification_service: ClarificationServiceDep,
     pending_id: str,
     timeout: float = Query(default=60.0, gt=0, le=3600),
-    services: Services = Depends(get_services),
 ) -> Any:
-    result = await services.clarifications.wait(pending_id, timeout)
+    result = await clarification_service.wait(pending_id, timeout)
     if result is None:
         return error_response(504, "timed out waiting for a response")
     return result
@@ -59,15 +62,20 @@ async def wait(
 
 @router.post("/{pending_id}/respond")
 async def respond(
-    pending_id: str, body: RespondInput, services: Services = Depends(get_services)
+    clarification_service: ClarificationServiceDep,
+    pending_id: str,
+    body: RespondInput,
 ) -> Any:
     answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
-    return await services.clarifications.resolve_bundle(
+    return await clarification_service.resolve_bundle(
         pending_id, answers, body.rejected, body.reject_reason, via="rest"
     )
 
 
 @router.post("/{pending_id}/cancel")
-async def cancel(pending_id: str, services: Services = Depends(get_services)) -> Any:
-    await services.clarifications.cancel(pending_id)
+async def cancel(
+    clarification_service: ClarificationServiceDep,
+    pending_id: str,
+) -> Any:
+    await clarification_service.cancel(pending_id)
     return {"success": True}

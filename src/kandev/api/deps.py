@@ -1,11 +1,50 @@
-"""FastAPI dependencies shared by the routers."""
+"""The services a REST or page handler may name, one dependency each (FastAPI `Depends`),
+taken from the app's `SurfaceServices`: a handler's signature says what it uses."""
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated, Any
 
-from kandev.services import Services
+from fastapi import Depends, Request
+
+from kandev.auth.agent_tokens import AgentTokenService
+from kandev.auth.service import AuthService
+from kandev.board.agent_profiles import AgentProfileService
+from kandev.board.tasks import TaskService
+from kandev.board.workflows import WorkflowService
+from kandev.board.workspaces import WorkspaceService
+from kandev.clarification.service import ClarificationService
+from kandev.config import Settings
+from kandev.moves.service import MoveService
+from kandev.repos.changes import ChangesService
+from kandev.repos.service import RepositoryService
+from kandev.services import SurfaceServices
+from kandev.sessions.service import SessionService
+from kandev.streams.events import EventsService
 
 
-def get_services(request: Request) -> Services:
-    return request.app.state.services
+def surface_services(request: Request) -> SurfaceServices:
+    return request.app.state.services.surface
+
+
+def _service(name: str) -> Any:
+    def get(request: Request) -> Any:
+        return getattr(surface_services(request), name)
+
+    get.__name__ = f"{name}_service"
+    return Depends(get)
+
+
+SettingsDep = Annotated[Settings, _service("settings")]
+AuthServiceDep = Annotated[AuthService, _service("auth")]
+AgentTokenServiceDep = Annotated[AgentTokenService, _service("agent_tokens")]
+WorkspaceServiceDep = Annotated[WorkspaceService, _service("workspaces")]
+WorkflowServiceDep = Annotated[WorkflowService, _service("workflows")]
+TaskServiceDep = Annotated[TaskService, _service("tasks")]
+AgentProfileServiceDep = Annotated[AgentProfileService, _service("agent_profiles")]
+SessionServiceDep = Annotated[SessionService, _service("sessions")]
+ClarificationServiceDep = Annotated[ClarificationService, _service("clarifications")]
+MoveServiceDep = Annotated[MoveService, _service("moves")]
+RepositoryServiceDep = Annotated[RepositoryService, _service("repositories")]
+ChangesServiceDep = Annotated[ChangesService, _service("changes")]
+EventsServiceDep = Annotated[EventsService, _service("events")]

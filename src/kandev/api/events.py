@@ -5,31 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
-from kandev.api.deps import get_services
-from kandev.auth.identity import caller_scope
+from kandev.api.deps import EventsServiceDep
 from kandev.errors import ValidationFailed
-from kandev.events.bus import RESET_EVENT, Event
-from kandev.services import Services
+from kandev.events.bus import Event
+from kandev.streams.events import StreamFilter
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 KEEPALIVE_SECONDS = 15.0
 MAX_EVENT_ID = 2**63 - 1  # event ids are int64 on both databases
 MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
-
-
-def _visible(event: Event, user_id: str | None) -> bool:
-    return user_id is None or event.type == RESET_EVENT or event.owner_id in ("", user_id)
-
-
-def _matches(event: Event, task_id: str | None, session_id: str | None) -> bool:
-    if event.type == RESET_EVENT:
-        return True
-    if task_id is not None and event.task_id != task_id:
-        return False
-    return session_id is None or event.session_id == session_id
 
 
 def _frame(event: Event) -> str:
@@ -52,35 +39,26 @@ def parse_last_event_id(value: str | None) -> int | None:
 
 @router.get("/events")
 async def events(
-    request: Request,
+    events: EventsServiceDep,
     task_id: str | None = None,
     session_id: str | None = None,
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
     last_event_id_query: str | None = Query(default=None, alias="last_event_id"),
-    services: Services = Depends(get_services),
 ) -> StreamingResponse:
     # Filters are authorized up front: a foreign task/session is a 404, like everywhere.
-    async with services.db.read() as conn:
-        if task_id is not None:
-            await services.access.authorize_task(conn, task_id)
-        if session_id is not None:
-            await services.access.authorize_session(conn, session_id)
+    wanted = StreamFilter(task_id=task_id, session_id=session_id)
+    await events.authorize(wanted)
     # EventSource cannot set headers: a page passes the id it was rendered at as
     # ?last_event_id=; the browser's own Last-Event-ID (a reconnect) is newer and wins.
     after = parse_last_event_id(last_event_id if last_event_id is not None else last_event_id_query)
-    user_id = caller_scope()
-
-    stream = services.bus.subscribe(after)
+    stream = events.open(wanted, after)
 
     async def frames() -> AsyncIterator[str]:
         try:
-            yield f": connected, last id {services.bus.last_id}\n\n"
+            yield f": connected, last id {events.last_id()}\n\n"
             while True:
                 event = await stream.next(timeout=KEEPALIVE_SECONDS)
-                if event is None:
-                    yield ": keepalive\n\n"
-                elif _visible(event, user_id) and _matches(event, task_id, session_id):
-                    yield _frame(event)
+                yield ": keepalive\n\n" if event is None else _frame(event)
         finally:
             stream.close()
 

@@ -25,7 +25,7 @@ from kandev.mcp.context import SCOPE_KEY, McpCaller, calling_as
 from kandev.mcp.delivery import run_with_receipt
 
 if TYPE_CHECKING:
-    from kandev.services import Services
+    from kandev.services import SurfaceServices
 
 EXTERNAL_UNAUTHORIZED = "external MCP requires a personal access token"
 AGENT_UNAUTHORIZED = "agent MCP requires the session's agent token"
@@ -47,7 +47,7 @@ def unauthorized(message: str) -> JSONResponse:
 
 
 class McpAuthGate:
-    def __init__(self, app: ASGIApp, services: Services, surface: str) -> None:
+    def __init__(self, app: ASGIApp, services: SurfaceServices, surface: str) -> None:
         self.app = app
         self.services = services
         self.surface = surface

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from kandev.config import Settings
-    from kandev.services import Services
+    from kandev.services import SurfaceServices
 
 EXTERNAL_PATH = "/mcp"
 AGENT_PATH = "/agent/mcp"
@@ -53,7 +53,7 @@ class McpEndpoints:
             yield
 
 
-def _endpoint_routes(server: MCPServer, services: Services, surface: SurfaceName, path: str):
+def _endpoint_routes(server: MCPServer, services: SurfaceServices, surface: SurfaceName, path: str):
     # Builds the session manager; we route to it directly instead of mounting the SDK's
     # Starlette app, so there is no Mount redirect between `/mcp` and `/mcp/`.
     server.streamable_http_app(
@@ -66,7 +66,7 @@ def _endpoint_routes(server: MCPServer, services: Services, surface: SurfaceName
     return [Route(path, endpoint=gate), Route(path + "/", endpoint=gate)]
 
 
-def mount_mcp(app: Starlette, services: Services) -> McpEndpoints:
+def mount_mcp(app: Starlette, services: SurfaceServices) -> McpEndpoints:
     """Add both MCP endpoints in front of the app's other routes; returns (and stores in
     `app.state.mcp`) the servers, whose session managers `mcp_lifespan(app)` runs."""
     endpoints = McpEndpoints(

@@ -27,7 +27,7 @@ from kandev.mcp.tools import ToolContext, ToolSpec, tools_for
 from kandev.perimeter.nul import find_nul
 
 if TYPE_CHECKING:
-    from kandev.services import Services
+    from kandev.services import SurfaceServices
 
 SurfaceName = Literal["external", "agent"]
 SERVER_NAMES = {"external": "kandev", "agent": "kandev-agent"}
@@ -82,7 +82,7 @@ def reject_nul(arguments: dict[str, Any]) -> None:
         raise ValidationFailed(field or "arguments", "must not contain NUL characters")
 
 
-def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
+def _sdk_tool(spec: ToolSpec, services: SurfaceServices) -> Tool:
     async def run(arguments: dict[str, Any], ctx: Context[Any, Any]) -> CallToolResult:
         caller = resolve_caller(ctx)
         if caller is None:
@@ -108,7 +108,7 @@ def _sdk_tool(spec: ToolSpec, services: Services) -> Tool:
     )
 
 
-def build_mcp_server(services: Services, surface: SurfaceName) -> MCPServer:
+def build_mcp_server(services: SurfaceServices, surface: SurfaceName) -> MCPServer:
     if surface not in SERVER_NAMES:
         raise ValueError(f"unknown MCP surface {surface!r}")
     return KandevMCPServer(

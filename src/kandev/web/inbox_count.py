@@ -9,14 +9,14 @@ refetches on events; never on a timer.
 from __future__ import annotations
 
 from kandev.clarification.listing import MAX_LIMIT
-from kandev.services import Services
+from kandev.clarification.service import ClarificationService
 
 
-async def open_item_count(services: Services) -> int:
+async def open_item_count(clarifications: ClarificationService) -> int:
     """Open questions (bundles) visible to the caller, capped at one page of MAX_LIMIT.
 
     Permission requests (CONTRACT §11) join this count once the permissions service
     exists: add its open-request count here and in routes/inbox.py's item list.
     """
-    envelope = await services.clarifications.list_pending(limit=MAX_LIMIT)
+    envelope = await clarifications.list_pending(limit=MAX_LIMIT)
     return int(envelope["count"])

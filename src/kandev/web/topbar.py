@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from kandev.auth.identity import current_identity
 from kandev.errors import KandevError
-from kandev.services import Services
+from kandev.services import SurfaceServices
 from kandev.web.inbox_count import open_item_count
 
 log = logging.getLogger(__name__)
@@ -24,11 +24,11 @@ def wants_top_bar(request: Request) -> bool:
     return request.headers.get("hx-request") != "true"
 
 
-async def load_top_bar(request: Request, services: Services) -> None:
+async def load_top_bar(request: Request, services: SurfaceServices) -> None:
     if not wants_top_bar(request):
         return
     try:
-        request.state.inbox_count = await open_item_count(services)
+        request.state.inbox_count = await open_item_count(services.clarifications)
     except KandevError:  # logged by the list; the page itself still renders, without a count
         log.warning("inbox count unavailable for the top bar")
     identity = current_identity()

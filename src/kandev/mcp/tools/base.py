@@ -22,7 +22,7 @@ from kandev.mcp.delivery import ResponseReceipt, receipt_from_scope
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
-    from kandev.services import Services
+    from kandev.services import SurfaceServices
 
 Surface = Literal["external", "agent"]
 EXTERNAL: frozenset[Surface] = frozenset({"external"})
@@ -44,7 +44,7 @@ class NoArgs(ToolArgs):
 class ToolContext:
     """What a handler may use besides its arguments."""
 
-    services: Services
+    services: SurfaceServices
     mcp: Context[Any, Any] | None = None
 
     @property

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from kandev.api.auth import SAME_SITE, client_ip, is_https, set_session_cookie
+from kandev.api.deps import AuthServiceDep
 from kandev.api.errors import status_for
 from kandev.auth.identity import current_identity
 from kandev.auth.middleware import SESSION_COOKIE
@@ -17,7 +18,7 @@ from kandev.errors import KandevError
 from kandev.web.guard import LOGIN_PATH, SETUP_PATH, safe_next, sign_in_page_redirect
 from kandev.web.pages_account import SignInPage
 from kandev.web.render import render
-from kandev.web.routes.common import form_text, services_of
+from kandev.web.routes.common import form_text
 
 router = APIRouter()
 
@@ -31,14 +32,14 @@ async def login_page(request: Request, next: str = "/") -> Response:
 
 
 @router.post(LOGIN_PATH, name="login_form")
-async def login_form(request: Request) -> Response:
+async def login_form(auth_service: AuthServiceDep, request: Request) -> Response:
     redirect = sign_in_page_redirect(request, LOGIN_PATH)
     if redirect is not None:
         return redirect
     form = await request.form()
     email, target = form_text(form, "email"), safe_next(form_text(form, "next"))
     try:
-        grant = await services_of(request).auth.login(
+        grant = await auth_service.login(
             email,
             form_text(form, "password"),
             client_ip=client_ip(request),
@@ -61,14 +62,14 @@ async def setup_page(request: Request) -> Response:
 
 
 @router.post(SETUP_PATH, name="setup_form")
-async def setup_form(request: Request) -> Response:
+async def setup_form(auth_service: AuthServiceDep, request: Request) -> Response:
     redirect = sign_in_page_redirect(request, SETUP_PATH)
     if redirect is not None:
         return redirect
     form = await request.form()
     email, display_name = form_text(form, "email"), form_text(form, "display_name")
     try:
-        grant = await services_of(request).auth.setup(
+        grant = await auth_service.setup(
             email,
             form_text(form, "password"),
             display_name or None,
@@ -86,9 +87,9 @@ async def setup_form(request: Request) -> Response:
 
 
 @router.post("/logout", name="logout_form")
-async def logout_form(request: Request) -> Response:
+async def logout_form(auth_service: AuthServiceDep, request: Request) -> Response:
     """The top bar's sign-out form: end the cookie session (as POST /api/v1/auth/logout)."""
-    await services_of(request).auth.logout(current_identity())
+    await auth_service.logout(current_identity())
     response = RedirectResponse(LOGIN_PATH, status_code=303)
     response.delete_cookie(
         SESSION_COOKIE, path="/", httponly=True, samesite=SAME_SITE, secure=is_https(request)

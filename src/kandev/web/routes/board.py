@@ -5,12 +5,20 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from kandev.api.deps import (
+    AgentProfileServiceDep,
+    EventsServiceDep,
+    SessionServiceDep,
+    TaskServiceDep,
+    WorkflowServiceDep,
+    WorkspaceServiceDep,
+)
 from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.board.models import Workflow, Workspace
 from kandev.sessions.inputs import SessionCreate
 from kandev.web.pages import BoardPage, CardFragment, Column
 from kandev.web.render import render
-from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+from kandev.web.routes.common import form_text, page_route, parse_form
 
 router = APIRouter()
 BOARD_COOKIE = "kandev_board"  # "<workspace_id>:<workflow_id>", the last board shown
@@ -34,28 +42,34 @@ def board_url(workspace_id: str = "", workflow_id: str = "") -> str:
 @router.get("/", name="board")
 @page_route
 async def board_page(
-    request: Request, workspace: str | None = None, workflow: str | None = None
+    events: EventsServiceDep,
+    workspace_service: WorkspaceServiceDep,
+    workflow_service: WorkflowServiceDep,
+    task_service: TaskServiceDep,
+    profile_service: AgentProfileServiceDep,
+    request: Request,
+    workspace: str | None = None,
+    workflow: str | None = None,
 ) -> Response:
-    services = services_of(request)
-    last_event_id = services.bus.last_id  # before reading: what follows is replayed
+    last_event_id = events.last_id()  # before reading: what follows is replayed
     remembered_ws, _, remembered_wf = request.cookies.get(BOARD_COOKIE, "").partition(":")
     if workspace:  # an explicit id that is missing or invisible is a 404, as on REST
-        await services.workspaces.get_workspace(workspace)
-    workspaces, _ = await services.workspaces.list_workspaces()
+        await workspace_service.get_workspace(workspace)
+    workspaces, _ = await workspace_service.list_workspaces()
     chosen_ws: Workspace | None = _pick(workspaces, workspace, remembered_ws)
     workflows: list[Workflow] = []
     chosen_wf: Workflow | None = None
     columns: list[Column] = []
     total = 0
     if chosen_ws is not None:
-        workflows, _ = await services.workflows.list_workflows(chosen_ws.id)
+        workflows, _ = await workflow_service.list_workflows(chosen_ws.id)
         if workflow:
-            wanted = await services.workflows.get_workflow(workflow)
+            wanted = await workflow_service.get_workflow(workflow)
             workflow = wanted.id if wanted.workspace_id == chosen_ws.id else None
         chosen_wf = _pick(workflows, workflow, remembered_wf)
     if chosen_wf is not None:
-        tasks, _ = await services.tasks.list_tasks(workflow_id=chosen_wf.id)
-        cards = [c for c in await services.tasks.present(tasks) if not c["archived_at"]]
+        tasks, _ = await task_service.list_tasks(workflow_id=chosen_wf.id)
+        cards = [c for c in await task_service.present(tasks) if not c["archived_at"]]
         total = len(cards)
         by_step: dict[str, list] = {step.id: [] for step in chosen_wf.steps}
         for card in cards:
@@ -70,7 +84,7 @@ async def board_page(
         workflows=workflows,
         workflow=chosen_wf,
         columns=columns,
-        profiles=await services.agent_profiles.list_profiles(),
+        profiles=await profile_service.list_profiles(),
         total_tasks=total,
         last_event_id=last_event_id,
     )
@@ -83,22 +97,22 @@ async def board_page(
 
 @router.get("/tasks/{task_id}/card", name="task_card")
 @page_route
-async def task_card(request: Request, task_id: str) -> Response:
+async def task_card(task_service: TaskServiceDep, request: Request, task_id: str) -> Response:
     """One card (htmx/live.js swaps it in); the same data path as the board."""
-    services = services_of(request)
-    card = await services.tasks.present_one(await services.tasks.get_task(task_id))
+    card = await task_service.present_one(await task_service.get_task(task_id))
     return render(request, "partials/card.html", CardFragment(card=card))
 
 
 @router.post("/workspaces/new", name="workspace_new")
 @page_route
-async def create_workspace(request: Request) -> Response:
+async def create_workspace(
+    workspace_service: WorkspaceServiceDep, workflow_service: WorkflowServiceDep, request: Request
+) -> Response:
     """A workspace with the default workflow (Backlog, In Progress, Review, Done)."""
-    services = services_of(request)
     form = await request.form()
     data = parse_form(WorkspaceCreate, {"name": form_text(form, "name") or "My workspace"})
-    ws = await services.workspaces.create_workspace(data)
-    wf = await services.workflows.create_workflow(
+    ws = await workspace_service.create_workspace(data)
+    wf = await workflow_service.create_workflow(
         parse_form(
             WorkflowCreate,
             {"workspace_id": ws.id, "name": form_text(form, "workflow") or "Development"},
@@ -109,9 +123,10 @@ async def create_workspace(request: Request) -> Response:
 
 @router.post("/tasks/new", name="task_new")
 @page_route
-async def create_task(request: Request) -> Response:
+async def create_task(
+    task_service: TaskServiceDep, session_service: SessionServiceDep, request: Request
+) -> Response:
     """Create the task, then (with a profile) start its first session with the prompt."""
-    services = services_of(request)
     form = await request.form()
     values = {
         "workspace_id": form_text(form, "workspace_id"),
@@ -121,14 +136,14 @@ async def create_task(request: Request) -> Response:
     }
     if form_text(form, "workflow_step_id"):
         values["workflow_step_id"] = form_text(form, "workflow_step_id")
-    task = await services.tasks.create_task(parse_form(TaskCreate, values))
+    task = await task_service.create_task(parse_form(TaskCreate, values))
     profile_id = form_text(form, "agent_profile_id")
     prompt = form_text(form, "prompt").strip()
     if profile_id:
         session = {"agent_profile_id": profile_id}
         if prompt:
             session["prompt"] = prompt
-        await services.sessions.create_session(task.id, parse_form(SessionCreate, session))
+        await session_service.create_session(task.id, parse_form(SessionCreate, session))
     target = (
         f"/tasks/{task.id}"
         if form_text(form, "open")

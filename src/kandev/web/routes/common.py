@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kandev.errors import KandevError, ValidationFailed
-from kandev.services import Services
+from kandev.services import SurfaceServices
 from kandev.web.errors import error_page
 from kandev.web.guard import sign_in_redirect
 from kandev.web.topbar import load_top_bar
@@ -19,8 +19,9 @@ from kandev.web.topbar import load_top_bar
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def services_of(request: Request) -> Services:
-    return request.app.state.services
+def surface_of(request: Request) -> SurfaceServices:
+    """For the wrapper below only: handlers name the services they use (kandev.api.deps)."""
+    return request.app.state.services.surface
 
 
 def page_route(
@@ -34,8 +35,8 @@ def page_route(
         if redirect is not None:
             return redirect
         try:
-            await load_top_bar(request, services_of(request))  # badge and user (base.html)
-            return await handler(request, *args, **kwargs)
+            await load_top_bar(request, surface_of(request))  # badge and user (base.html)
+            return await handler(*args, request=request, **kwargs)
         except KandevError as exc:
             return error_page(request, exc)
 

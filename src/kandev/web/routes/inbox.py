@@ -15,15 +15,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from kandev.api.deps import ClarificationServiceDep, TaskServiceDep, WorkspaceServiceDep
 from kandev.api.errors import status_for
+from kandev.board.tasks import TaskService
+from kandev.board.workspaces import WorkspaceService
 from kandev.clarification.inputs import RespondInput
 from kandev.clarification.listing import MAX_LIMIT
+from kandev.clarification.service import ClarificationService
 from kandev.errors import KandevError, NotFound, ValidationFailed
-from kandev.services import Services
 from kandev.web.inbox_count import open_item_count
 from kandev.web.pages_inbox import KIND_QUESTION, InboxCount, InboxItem, InboxPage
 from kandev.web.render import render
-from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+from kandev.web.routes.common import form_text, page_route, parse_form
 
 router = APIRouter()
 UNANSWERED = "pick an option or type an answer for every question, or skip them all"
@@ -71,9 +74,13 @@ def overlay_rows(bundle: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-async def _items(services: Services) -> tuple[list[InboxItem], bool]:
-    envelope = await services.clarifications.list_pending(limit=MAX_LIMIT)
-    workspaces, _ = await services.workspaces.list_workspaces()
+async def _items(
+    clarification_service: ClarificationService,
+    workspace_service: WorkspaceService,
+    task_service: TaskService,
+) -> tuple[list[InboxItem], bool]:
+    envelope = await clarification_service.list_pending(limit=MAX_LIMIT)
+    workspaces, _ = await workspace_service.list_workspaces()
     workspace_names = {w.id: w.name for w in workspaces}
     tasks: dict[str, Any] = {}
     items: list[InboxItem] = []
@@ -81,7 +88,7 @@ async def _items(services: Services) -> tuple[list[InboxItem], bool]:
         task_id = bundle["task_id"]
         if task_id not in tasks:
             try:
-                tasks[task_id] = await services.tasks.get_task(task_id)
+                tasks[task_id] = await task_service.get_task(task_id)
             except NotFound:  # deleted since the list was read
                 tasks[task_id] = None
         task = tasks[task_id]
@@ -107,23 +114,33 @@ async def _items(services: Services) -> tuple[list[InboxItem], bool]:
 
 @router.get("/inbox", name="inbox")
 @page_route
-async def inbox_page(request: Request) -> Response:
-    items, more = await _items(services_of(request))
+async def inbox_page(
+    clarification_service: ClarificationServiceDep,
+    workspace_service: WorkspaceServiceDep,
+    task_service: TaskServiceDep,
+    request: Request,
+) -> Response:
+    items, more = await _items(clarification_service, workspace_service, task_service)
     return render(request, "inbox.html", InboxPage(items=items, more=more), nav="inbox")
 
 
 @router.get("/inbox/list", name="inbox_list")
 @page_route
-async def inbox_list(request: Request) -> Response:
+async def inbox_list(
+    clarification_service: ClarificationServiceDep,
+    workspace_service: WorkspaceServiceDep,
+    task_service: TaskServiceDep,
+    request: Request,
+) -> Response:
     """The list alone (the page refetches it on events and merges it in)."""
-    items, more = await _items(services_of(request))
+    items, more = await _items(clarification_service, workspace_service, task_service)
     return render(request, "partials/_inbox_list.html", InboxPage(items=items, more=more))
 
 
 @router.get("/inbox/count", name="inbox_count")
 @page_route
-async def inbox_count(request: Request) -> Response:
-    count = await open_item_count(services_of(request))
+async def inbox_count(clarification_service: ClarificationServiceDep, request: Request) -> Response:
+    count = await open_item_count(clarification_service)
     return render(request, "partials/inbox_count.html", InboxCount(count=count))
 
 
@@ -144,9 +161,14 @@ def _answers(form: Any) -> list[dict[str, Any]]:
 
 @router.post("/inbox/{pending_id}/answer", name="inbox_answer")
 @page_route
-async def inbox_answer(request: Request, pending_id: str) -> Response:
+async def inbox_answer(
+    clarification_service: ClarificationServiceDep,
+    workspace_service: WorkspaceServiceDep,
+    task_service: TaskServiceDep,
+    request: Request,
+    pending_id: str,
+) -> Response:
     """The no-JavaScript answer: the same resolve_bundle as POST …/respond."""
-    services = services_of(request)
     form = await request.form()
     if form_text(form, "action") == "skip":
         values: dict[str, Any] = {"rejected": True, "reject_reason": SKIP_REASON}
@@ -161,13 +183,13 @@ async def inbox_answer(request: Request, pending_id: str) -> Response:
             raise ValidationFailed("answers", UNANSWERED)
         body = parse_form(RespondInput, values)
         answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
-        await services.clarifications.resolve_bundle(
+        await clarification_service.resolve_bundle(
             pending_id, answers, body.rejected, body.reject_reason, via="web"
         )
     except KandevError as exc:
         if isinstance(exc, NotFound):
             raise
-        items, more = await _items(services)
+        items, more = await _items(clarification_service, workspace_service, task_service)
         page = InboxPage(items=items, more=more, error=exc.message)
         return render(request, "inbox.html", page, nav="inbox", status_code=status_for(exc))
     return RedirectResponse("/inbox", status_code=303)

@@ -11,15 +11,17 @@ import shlex
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from kandev.api.deps import AgentProfileServiceDep, AuthServiceDep, SettingsDep
 from kandev.api.errors import status_for
 from kandev.auth.identity import current_identity
-from kandev.board.agent_profiles import require_profile_manager
+from kandev.auth.service import AuthService
+from kandev.board.agent_profiles import AgentProfileService, require_profile_manager
 from kandev.board.inputs import AgentProfileCreate, AgentProfileUpdate
 from kandev.errors import Forbidden, KandevError, ValidationFailed
 from kandev.web.mcp_catalog import client_configs, external_tools, group_tools
 from kandev.web.pages_account import AgentsPage, McpPage, ProfileForm, TokensPage
 from kandev.web.render import render
-from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+from kandev.web.routes.common import form_text, page_route, parse_form
 
 router = APIRouter()
 TOKENS_PATH = "/settings/tokens"
@@ -41,17 +43,19 @@ def _identity_is_real() -> bool:
 # --- tokens -------------------------------------------------------------------------
 
 
-async def _tokens_page(request: Request, **extra) -> TokensPage:
+async def _tokens_page(auth_service: AuthService, request: Request, **extra) -> TokensPage:
     if not _identity_is_real():  # auth off: the token routes do not exist (CONTRACT §2)
         return TokensPage(available=False, tokens=[], **extra)
-    tokens = await services_of(request).auth.list_tokens(current_identity())
+    tokens = await auth_service.list_tokens(current_identity())
     return TokensPage(available=True, tokens=tokens, **extra)
 
 
 @router.get(TOKENS_PATH, name="settings_tokens")
 @page_route
-async def tokens_page(request: Request) -> Response:
-    return render(request, "settings/tokens.html", await _tokens_page(request), nav="settings")
+async def tokens_page(auth_service: AuthServiceDep, request: Request) -> Response:
+    return render(
+        request, "settings/tokens.html", await _tokens_page(auth_service, request), nav="settings"
+    )
 
 
 def _ttl_hours(text: str) -> int | None:
@@ -65,30 +69,29 @@ def _ttl_hours(text: str) -> int | None:
 
 @router.post(TOKENS_PATH, name="settings_tokens_create")
 @page_route
-async def create_token(request: Request) -> Response:
+async def create_token(auth_service: AuthServiceDep, request: Request) -> Response:
     """Mint a token and show it once, in this response (it is never readable again)."""
     form = await request.form()
     name, ttl = form_text(form, "name"), form_text(form, "ttl_hours")
     try:
-        raw, record = await services_of(request).auth.create_token(
-            current_identity(), name, _ttl_hours(ttl)
-        )
+        raw, record = await auth_service.create_token(current_identity(), name, _ttl_hours(ttl))
     except ValidationFailed as exc:
         page = await _tokens_page(
+            auth_service,
             request,
             error=exc.message,
             error_field=exc.field,
             values={"name": name, "ttl_hours": ttl},
         )
         return render(request, "settings/tokens.html", page, nav="settings", status_code=400)
-    page = await _tokens_page(request, new_token=raw, new_token_name=record["name"])
+    page = await _tokens_page(auth_service, request, new_token=raw, new_token_name=record["name"])
     return render(request, "settings/tokens.html", page, nav="settings", status_code=201)
 
 
 @router.post(TOKENS_PATH + "/{token_id}/revoke", name="settings_tokens_revoke")
 @page_route
-async def revoke_token(request: Request, token_id: str) -> Response:
-    await services_of(request).auth.delete_token(current_identity(), token_id)
+async def revoke_token(auth_service: AuthServiceDep, request: Request, token_id: str) -> Response:
+    await auth_service.delete_token(current_identity(), token_id)
     return RedirectResponse(TOKENS_PATH, status_code=303)
 
 
@@ -109,8 +112,10 @@ def _profile_json(profile) -> dict:
     return shown
 
 
-async def _agents_page(request: Request, **extra) -> AgentsPage:
-    profiles = await services_of(request).agent_profiles.list_profiles()
+async def _agents_page(
+    profile_service: AgentProfileService, request: Request, **extra
+) -> AgentsPage:
+    profiles = await profile_service.list_profiles()
     extra.setdefault("create_form", ProfileForm(profile_id=""))
     return AgentsPage(
         profiles=[_profile_json(p) for p in profiles], can_edit=_can_manage_profiles(), **extra
@@ -119,8 +124,13 @@ async def _agents_page(request: Request, **extra) -> AgentsPage:
 
 @router.get(AGENTS_PATH, name="settings_agents")
 @page_route
-async def agents_page(request: Request) -> Response:
-    return render(request, "settings/agents.html", await _agents_page(request), nav="settings")
+async def agents_page(profile_service: AgentProfileServiceDep, request: Request) -> Response:
+    return render(
+        request,
+        "settings/agents.html",
+        await _agents_page(profile_service, request),
+        nav="settings",
+    )
 
 
 def _parse_command(text: str) -> list[str]:
@@ -164,16 +174,16 @@ def _typed(form, profile_id: str, exc: KandevError) -> ProfileForm:
 
 @router.post(AGENTS_PATH, name="settings_agents_create")
 @page_route
-async def create_profile(request: Request) -> Response:
+async def create_profile(profile_service: AgentProfileServiceDep, request: Request) -> Response:
     form = await request.form()
     try:
         data = parse_form(AgentProfileCreate, _profile_values(form))
-        await services_of(request).agent_profiles.create_profile(data)
+        await profile_service.create_profile(data)
     except Forbidden as exc:  # a member: no form to show the error on
-        page = await _agents_page(request, notice=exc.message)
+        page = await _agents_page(profile_service, request, notice=exc.message)
         return render(request, "settings/agents.html", page, nav="settings", status_code=403)
     except KandevError as exc:
-        page = await _agents_page(request, create_form=_typed(form, "", exc))
+        page = await _agents_page(profile_service, request, create_form=_typed(form, "", exc))
         return render(
             request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
@@ -182,16 +192,18 @@ async def create_profile(request: Request) -> Response:
 
 @router.post(AGENTS_PATH + "/{profile_id}", name="settings_agents_update")
 @page_route
-async def update_profile(request: Request, profile_id: str) -> Response:
+async def update_profile(
+    profile_service: AgentProfileServiceDep, request: Request, profile_id: str
+) -> Response:
     form = await request.form()
     try:
         data = parse_form(AgentProfileUpdate, _profile_values(form))
-        await services_of(request).agent_profiles.update_profile(profile_id, data)
+        await profile_service.update_profile(profile_id, data)
     except Forbidden as exc:  # a member: no form to show the error on
-        page = await _agents_page(request, notice=exc.message)
+        page = await _agents_page(profile_service, request, notice=exc.message)
         return render(request, "settings/agents.html", page, nav="settings", status_code=403)
     except KandevError as exc:
-        page = await _agents_page(request, edit_form=_typed(form, profile_id, exc))
+        page = await _agents_page(profile_service, request, edit_form=_typed(form, profile_id, exc))
         return render(
             request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
@@ -200,11 +212,13 @@ async def update_profile(request: Request, profile_id: str) -> Response:
 
 @router.post(AGENTS_PATH + "/{profile_id}/delete", name="settings_agents_delete")
 @page_route
-async def delete_profile(request: Request, profile_id: str) -> Response:
+async def delete_profile(
+    profile_service: AgentProfileServiceDep, request: Request, profile_id: str
+) -> Response:
     try:
-        await services_of(request).agent_profiles.delete_profile(profile_id)
+        await profile_service.delete_profile(profile_id)
     except KandevError as exc:
-        page = await _agents_page(request, notice=exc.message)
+        page = await _agents_page(profile_service, request, notice=exc.message)
         return render(
             request, "settings/agents.html", page, nav="settings", status_code=status_for(exc)
         )
@@ -216,11 +230,12 @@ async def delete_profile(request: Request, profile_id: str) -> Response:
 
 @router.get("/settings/mcp", name="settings_mcp")
 @page_route
-async def mcp_page(request: Request) -> Response:
-    services = services_of(request)
+async def mcp_page(
+    auth_service: AuthServiceDep, settings: SettingsDep, request: Request
+) -> Response:
     tools = await external_tools(request.app)
-    auth_on = services.auth.mode != "disabled"
-    base_url = services.settings.public_base_url()
+    auth_on = auth_service.mode != "disabled"
+    base_url = settings.public_base_url()
     page = McpPage(
         endpoint=f"{base_url}/mcp",
         auth_on=auth_on,

@@ -6,11 +6,19 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from kandev.api.deps import (
+    AgentProfileServiceDep,
+    EventsServiceDep,
+    MoveServiceDep,
+    SessionServiceDep,
+    TaskServiceDep,
+    WorkflowServiceDep,
+)
 from kandev.moves.service import ACTOR_USER, MoveRequest
 from kandev.sessions.inputs import MessagePageQuery, PromptInput, SessionCreate
 from kandev.web.pages import MessagesFragment, TaskPage
 from kandev.web.render import render
-from kandev.web.routes.common import form_text, page_route, parse_form, services_of
+from kandev.web.routes.common import form_text, page_route, parse_form
 
 router = APIRouter()
 CLARIFICATION_TYPE = "clarification_request"
@@ -28,20 +36,28 @@ def _pick_session(sessions: list[dict], wanted: str | None) -> dict | None:
 
 @router.get("/tasks/{task_id}", name="task_page")
 @page_route
-async def task_page(request: Request, task_id: str, session: str | None = None) -> Response:
-    services = services_of(request)
-    last_event_id = services.bus.last_id  # before reading: what follows is replayed
-    task = await services.tasks.present_one(await services.tasks.get_task(task_id))
-    workflow = await services.workflows.get_workflow(task["workflow_id"])
-    sessions = await services.sessions.list_task_sessions(task_id)
+async def task_page(
+    events: EventsServiceDep,
+    task_service: TaskServiceDep,
+    workflow_service: WorkflowServiceDep,
+    session_service: SessionServiceDep,
+    profile_service: AgentProfileServiceDep,
+    request: Request,
+    task_id: str,
+    session: str | None = None,
+) -> Response:
+    last_event_id = events.last_id()  # before reading: what follows is replayed
+    task = await task_service.present_one(await task_service.get_task(task_id))
+    workflow = await workflow_service.get_workflow(task["workflow_id"])
+    sessions = await session_service.list_task_sessions(task_id)
     chosen = _pick_session(sessions, session)
     messages, has_more = [], False
     if chosen is not None:
-        newest, has_more = await services.sessions.list_messages(
+        newest, has_more = await session_service.list_messages(
             chosen["id"], MessagePageQuery(limit=CONVERSATION_LIMIT, sort="desc")
         )
         messages = list(reversed(newest))
-    profiles = await services.agent_profiles.list_profiles()
+    profiles = await profile_service.list_profiles()
     page = TaskPage(
         task=task,
         workflow=workflow,
@@ -60,12 +76,15 @@ async def task_page(request: Request, task_id: str, session: str | None = None) 
 @router.get("/sessions/{session_id}/messages-fragment", name="messages_fragment")
 @page_route
 async def messages_fragment(
-    request: Request, session_id: str, after: str | None = None, limit: int = 100
+    session_service: SessionServiceDep,
+    request: Request,
+    session_id: str,
+    after: str | None = None,
+    limit: int = 100,
 ) -> Response:
     """Conversation items after `after` (or the first ones), rendered as on the page."""
-    services = services_of(request)
     query = MessagePageQuery(after=after, limit=max(1, min(limit, 500)))
-    messages, _ = await services.sessions.list_messages(session_id, query)
+    messages, _ = await session_service.list_messages(session_id, query)
     return render(request, "partials/_messages.html", MessagesFragment(messages=messages))
 
 
@@ -74,10 +93,9 @@ async def messages_fragment(
 
 @router.post("/tasks/{task_id}/move-form", name="task_move_form")
 @page_route
-async def move_form(request: Request, task_id: str) -> Response:
-    services = services_of(request)
+async def move_form(move_service: MoveServiceDep, request: Request, task_id: str) -> Response:
     form = await request.form()
-    await services.moves.move(
+    await move_service.move(
         MoveRequest(
             task_id=task_id,
             workflow_id=form_text(form, "workflow_id"),
@@ -93,22 +111,24 @@ async def move_form(request: Request, task_id: str) -> Response:
 
 @router.post("/tasks/{task_id}/sessions-form", name="session_new_form")
 @page_route
-async def new_session_form(request: Request, task_id: str) -> Response:
-    services = services_of(request)
+async def new_session_form(
+    session_service: SessionServiceDep, request: Request, task_id: str
+) -> Response:
     form = await request.form()
     values = {"agent_profile_id": form_text(form, "agent_profile_id") or None}
     if form_text(form, "prompt").strip():
         values["prompt"] = form_text(form, "prompt").strip()
-    created = await services.sessions.create_session(task_id, parse_form(SessionCreate, values))
+    created = await session_service.create_session(task_id, parse_form(SessionCreate, values))
     return RedirectResponse(f"/tasks/{task_id}?session={created['id']}", 303)
 
 
 @router.post("/sessions/{session_id}/prompt-form", name="prompt_form")
 @page_route
-async def prompt_form(request: Request, session_id: str) -> Response:
-    services = services_of(request)
+async def prompt_form(
+    session_service: SessionServiceDep, request: Request, session_id: str
+) -> Response:
     form = await request.form()
     body = parse_form(PromptInput, {"text": form_text(form, "text")})
-    await services.sessions.prompt(session_id, body.text)
-    session = await services.sessions.get_session(session_id)
+    await session_service.prompt(session_id, body.text)
+    session = await session_service.get_session(session_id)
     return RedirectResponse(f"/tasks/{session['task_id']}?session={session_id}", 303)
