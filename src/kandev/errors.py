@@ -35,6 +35,16 @@ class Conflict(KandevError):
     code = "CONFLICT"
 
 
+class DuplicateRow(Conflict):
+    """A write clashed with a unique key; repositories raise it in place of the database's
+    integrity error. `what` names the unique thing that clashed (e.g. "users.email");
+    services usually catch it and raise the Conflict their callers are promised."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"duplicate {what}")
+        self.what = what
+
+
 class Unauthorized(KandevError):
     code = "UNAUTHORIZED"
 

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Row
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth import passwords
 from kandev.auth import repository as repo
 from kandev.auth.identity import DEFAULT_USER_ID, ROLE_ADMIN, Identity
 from kandev.auth.rate_limit import LoginRateLimiter
+from kandev.auth.records import ApiToken, User
 from kandev.auth.tokens import (
     hash_token,
     looks_like_session_token,
@@ -44,7 +43,14 @@ from kandev.auth.validation import (
 from kandev.clock import Clock, isoformat
 from kandev.config import Settings
 from kandev.db.engine import Database
-from kandev.errors import Conflict, Forbidden, NotFound, Unauthorized, ValidationFailed
+from kandev.errors import (
+    Conflict,
+    DuplicateRow,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    ValidationFailed,
+)
 from kandev.ids import IdFactory
 
 AuthMode = Literal["disabled", "setup", "enabled"]
@@ -67,27 +73,27 @@ class SessionGrant:
     max_age: int  # cookie Max-Age, seconds
 
 
-def user_json(row: Row[Any]) -> dict[str, Any]:
+def user_json(user: User) -> dict[str, Any]:
     """The public shape of a user; hashes and settings never leave the service."""
     return {
-        "id": row.id,
-        "email": row.email,
-        "display_name": row.display_name,
-        "role": row.role,
-        "status": row.status,
-        "created_at": isoformat(row.created_at),
-        "updated_at": isoformat(row.updated_at),
+        "id": user.id,
+        "email": user.email,
+        "display_name": user.display_name,
+        "role": user.role,
+        "status": user.status,
+        "created_at": isoformat(user.created_at),
+        "updated_at": isoformat(user.updated_at),
     }
 
 
-def token_json(row: Row[Any]) -> dict[str, Any]:
+def token_json(token: ApiToken) -> dict[str, Any]:
     return {
-        "id": row.id,
-        "name": row.name,
-        "prefix": row.prefix,
-        "created_at": isoformat(row.created_at),
-        "expires_at": isoformat(row.expires_at),
-        "last_used_at": isoformat(row.last_used_at),
+        "id": token.id,
+        "name": token.name,
+        "prefix": token.prefix,
+        "created_at": isoformat(token.created_at),
+        "expires_at": isoformat(token.expires_at),
+        "last_used_at": isoformat(token.last_used_at),
     }
 
 
@@ -189,7 +195,7 @@ class AuthService:
                         conn, email, display_name, password_hash, now
                     )
                     token = await self._insert_session(conn, user.id, client_ip, user_agent, now)
-            except IntegrityError as exc:  # a racing writer took the email or the identity
+            except DuplicateRow as exc:  # a racing writer took the email or the identity
                 await self.refresh_mode()
                 raise Conflict(SETUP_UNAVAILABLE) from exc
             except Conflict:
@@ -233,7 +239,7 @@ class AuthService:
                         user = await self._insert_user(
                             conn, email, display_name, role, password_hash, now
                         )
-            except IntegrityError as exc:  # a concurrent insert won the unique email
+            except DuplicateRow as exc:  # a concurrent insert won the unique email
                 raise Conflict(EMAIL_TAKEN) from exc
             if first_admin:
                 await self.refresh_mode()
@@ -260,7 +266,7 @@ class AuthService:
         display_name: str,
         password_hash: str,
         now: datetime,
-    ) -> Row[Any]:
+    ) -> User:
         owner = await repo.get_user_by_email(conn, email)
         if owner is not None and owner.id != DEFAULT_USER_ID:
             raise Conflict(EMAIL_TAKEN)
@@ -280,7 +286,7 @@ class AuthService:
                 password_hash=password_hash,
                 now=now,
             )
-        except IntegrityError as exc:
+        except DuplicateRow as exc:
             raise Conflict(SETUP_UNAVAILABLE) from exc
         user = await repo.get_user(conn, DEFAULT_USER_ID)
         assert user is not None
@@ -294,7 +300,7 @@ class AuthService:
         role: str,
         password_hash: str,
         now: datetime,
-    ) -> Row[Any]:
+    ) -> User:
         if await repo.get_user_by_email(conn, email) is not None:
             raise Conflict(EMAIL_TAKEN)
         user_id = self._new_id()
@@ -329,7 +335,7 @@ class AuthService:
         self._limiter.hit(key)  # before any check, so the right password can't skip the brake
         async with self._db.read() as conn:
             record = await repo.get_login_record(conn, email)
-        if record is None or record.status != repo.STATUS_ACTIVE:
+        if record is None or record.user.status != repo.STATUS_ACTIVE:
             await passwords.dummy_verify_async(password)
             raise Unauthorized(INVALID_CREDENTIALS)
         if not await passwords.verify_password_async(record.password_hash, password):
@@ -337,8 +343,8 @@ class AuthService:
         self._limiter.reset(key)
         now = self._clock.now()
         async with self._db.write() as conn:
-            token = await self._insert_session(conn, record.id, client_ip, user_agent, now)
-        return SessionGrant(user=user_json(record), token=token, max_age=self.session_max_age)
+            token = await self._insert_session(conn, record.user.id, client_ip, user_agent, now)
+        return SessionGrant(user=user_json(record.user), token=token, max_age=self.session_max_age)
 
     async def logout(self, identity: Identity | None) -> None:
         """End the cookie session the caller used (a PAT caller has none to end)."""

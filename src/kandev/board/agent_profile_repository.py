@@ -8,11 +8,14 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import AgentProfile
+from kandev.db.integrity import unique_key
 from kandev.db.tables import agent_profiles
 
 
 async def insert_profile(conn: AsyncConnection, values: dict[str, Any]) -> None:
-    await conn.execute(insert(agent_profiles).values(**values))
+    """Raises DuplicateRow("agent_profiles.name") when the name is taken."""
+    with unique_key("agent_profiles.name"):
+        await conn.execute(insert(agent_profiles).values(**values))
 
 
 async def get_profile(conn: AsyncConnection, profile_id: str) -> AgentProfile | None:

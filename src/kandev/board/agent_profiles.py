@@ -16,15 +16,13 @@ import os
 import shutil
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-
 from kandev.auth.identity import current_identity
 from kandev.board import agent_profile_repository as repo
 from kandev.board.inputs import AgentProfileCreate, AgentProfileUpdate
 from kandev.board.models import ENV_VALUE_MASK, AgentProfile
 from kandev.clock import Clock
 from kandev.db.engine import Database
-from kandev.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from kandev.errors import Conflict, DuplicateRow, Forbidden, NotFound, ValidationFailed
 from kandev.ids import IdFactory
 
 DEMO_PROFILE_NAME = "demo"
@@ -112,7 +110,7 @@ class AgentProfileService:
                 if await repo.get_profile_by_name(conn, data.name) is not None:
                     raise Conflict(f"name: an agent profile named {data.name!r} already exists")
                 await repo.insert_profile(conn, values)
-        except IntegrityError:  # a concurrent create won the unique name
+        except DuplicateRow:  # a concurrent create won the unique name
             raise Conflict(f"name: an agent profile named {data.name!r} already exists") from None
         return await self.get_profile(values["id"])
 
