@@ -30,7 +30,7 @@ async def list_profiles(
 async def get_profile(
     profile_service: AgentProfileServiceDep,
     profile_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return (await profile_service.get_profile(profile_id)).to_json()
 
 
@@ -39,7 +39,7 @@ async def update_profile(
     profile_service: AgentProfileServiceDep,
     profile_id: str,
     body: AgentProfileUpdate,
-) -> Any:
+) -> dict[str, Any]:
     return (await profile_service.update_profile(profile_id, body)).to_json()
 
 

@@ -77,7 +77,9 @@ async def me(auth: AuthDep) -> dict[str, Any]:
 
 
 @router.post("/setup")
-async def setup(body: SetupBody, request: Request, response: Response, auth: AuthDep) -> Any:
+async def setup(
+    body: SetupBody, request: Request, response: Response, auth: AuthDep
+) -> dict[str, Any]:
     grant = await auth.setup(
         body.email,
         body.password,
@@ -90,7 +92,9 @@ async def setup(body: SetupBody, request: Request, response: Response, auth: Aut
 
 
 @router.post("/login")
-async def login(body: LoginBody, request: Request, response: Response, auth: AuthDep) -> Any:
+async def login(
+    body: LoginBody, request: Request, response: Response, auth: AuthDep
+) -> dict[str, Any]:
     grant = await auth.login(
         body.email,
         body.password,
@@ -112,13 +116,13 @@ async def logout(request: Request, auth: AuthDep) -> Response:
 
 
 @router.post("/tokens", status_code=201)
-async def create_token(body: TokenBody, identity: RealIdentity, auth: AuthDep) -> Any:
+async def create_token(body: TokenBody, identity: RealIdentity, auth: AuthDep) -> dict[str, Any]:
     raw, record = await auth.create_token(identity, body.name, body.ttl_hours)
     return {"token": raw, "record": record}
 
 
 @router.get("/tokens")
-async def list_tokens(identity: RealIdentity, auth: AuthDep) -> Any:
+async def list_tokens(identity: RealIdentity, auth: AuthDep) -> dict[str, Any]:
     return {"tokens": await auth.list_tokens(identity)}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 
 from kandev.api.deps import ClarificationServiceDep
 from kandev.api.errors import error_response
@@ -44,16 +45,16 @@ async def create_request(
 async def get_request(
     clarification_service: ClarificationServiceDep,
     pending_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await clarification_service.get_request(pending_id)
 
 
-@router.get("/{pending_id}/wait")
+@router.get("/{pending_id}/wait", response_model=None)
 async def wait(
     clarification_service: ClarificationServiceDep,
     pending_id: str,
     timeout: float = Query(default=60.0, gt=0, le=3600),
-) -> Any:
+) -> dict[str, Any] | JSONResponse:
     result = await clarification_service.wait(pending_id, timeout)
     if result is None:
         return error_response(504, "timed out waiting for a response")
@@ -65,7 +66,7 @@ async def respond(
     clarification_service: ClarificationServiceDep,
     pending_id: str,
     body: RespondInput,
-) -> Any:
+) -> dict[str, Any]:
     answers = [a.model_dump() for a in body.answers] if body.answers is not None else None
     return await clarification_service.resolve_bundle(
         pending_id, answers, body.rejected, body.reject_reason, via="rest"
@@ -76,6 +77,6 @@ async def respond(
 async def cancel(
     clarification_service: ClarificationServiceDep,
     pending_id: str,
-) -> Any:
+) -> dict[str, Any]:
     await clarification_service.cancel(pending_id)
     return {"success": True}

@@ -32,7 +32,7 @@ async def list_task_sessions(
 async def get_session(
     session_service: SessionServiceDep,
     session_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await session_service.get_session(session_id)
 
 
@@ -64,7 +64,7 @@ async def stop(
     session_service: SessionServiceDep,
     session_id: str,
     body: StopInput | None = None,
-) -> Any:
+) -> dict[str, Any]:
     return await session_service.stop(session_id, (body or StopInput()).state)
 
 
@@ -86,5 +86,5 @@ async def list_messages(
 async def agent_token(
     session_service: SessionServiceDep,
     session_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await session_service.create_agent_token(session_id)

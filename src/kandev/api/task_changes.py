@@ -18,7 +18,7 @@ router = APIRouter(prefix="/api/v1/tasks/{task_id}", tags=["task changes"])
 async def get_changes(
     changes_service: ChangesServiceDep,
     task_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await changes_service.changes(task_id)
 
 
@@ -26,7 +26,7 @@ async def get_changes(
 async def get_overlaps(
     changes_service: ChangesServiceDep,
     task_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await changes_service.overlaps(task_id)
 
 
@@ -35,7 +35,7 @@ async def review(
     changes_service: ChangesServiceDep,
     task_id: str,
     body: ReviewCreate,
-) -> Any:
+) -> dict[str, Any]:
     """The comments reach the task's primary session as one prompt."""
     return await changes_service.review(task_id, body)
 
@@ -45,16 +45,16 @@ async def commit(
     changes_service: ChangesServiceDep,
     task_id: str,
     body: CommitCreate,
-) -> Any:
+) -> dict[str, Any]:
     return await changes_service.commit(task_id, body)
 
 
-@router.post("/merge")
+@router.post("/merge", response_model=None)
 async def merge(
     changes_service: ChangesServiceDep,
     task_id: str,
     body: MergeCreate,
-) -> Any:
+) -> dict[str, Any] | JSONResponse:
     try:
         return await changes_service.merge(task_id, body)
     except MergeConflict as exc:  # the one error that carries more than a message

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 async def create_task(
     task_service: TaskServiceDep,
     body: TaskCreate,
-) -> Any:
+) -> dict[str, Any]:
     return await task_service.present_one(await task_service.create_task(body))
 
 
@@ -33,7 +33,7 @@ async def list_tasks(
 async def get_task(
     task_service: TaskServiceDep,
     task_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await task_service.present_one(await task_service.get_task(task_id))
 
 
@@ -42,7 +42,7 @@ async def update_task(
     task_service: TaskServiceDep,
     task_id: str,
     body: TaskUpdate,
-) -> Any:
+) -> dict[str, Any]:
     return await task_service.present_one(await task_service.update_task(task_id, body))
 
 
@@ -59,7 +59,7 @@ async def delete_task(
 async def archive_task(
     task_service: TaskServiceDep,
     task_id: str,
-) -> Any:
+) -> dict[str, Any]:
     """Stops the task's agents (its sessions end CANCELLED), then archives it."""
     return await task_service.present_one(await task_service.archive_task(task_id))
 
@@ -68,7 +68,7 @@ async def archive_task(
 async def unarchive_task(
     task_service: TaskServiceDep,
     task_id: str,
-) -> Any:
+) -> dict[str, Any]:
     return await task_service.present_one(await task_service.unarchive_task(task_id))
 
 

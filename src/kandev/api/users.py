@@ -31,7 +31,7 @@ AdminIdentity = Annotated[Identity, Depends(admin_identity)]
 
 
 @router.post("", status_code=201)
-async def create_user(body: CreateUserBody, actor: AdminIdentity, auth: AuthDep) -> Any:
+async def create_user(body: CreateUserBody, actor: AdminIdentity, auth: AuthDep) -> dict[str, Any]:
     user = await auth.create_user(
         body.email, body.password, body.display_name, body.role, actor=actor
     )
@@ -39,6 +39,6 @@ async def create_user(body: CreateUserBody, actor: AdminIdentity, auth: AuthDep)
 
 
 @router.get("")
-async def list_users(actor: AdminIdentity, auth: AuthDep) -> Any:
+async def list_users(actor: AdminIdentity, auth: AuthDep) -> dict[str, Any]:
     users = await auth.list_users(actor)
     return {"users": users, "total": len(users)}
