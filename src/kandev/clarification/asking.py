@@ -243,11 +243,12 @@ class Asking:
             raise ServerShuttingDown()
         waiter = asyncio.ensure_future(self.store.wait_for_handoff(pending_id))
         stop = self.shutdown.watch()
+        watched: set[asyncio.Future[Any]] = {waiter, stop}
         tick = 0
         try:
             while True:
                 done, _ = await asyncio.wait(
-                    {waiter, stop},
+                    watched,
                     timeout=self.progress_seconds,
                     return_when=asyncio.FIRST_COMPLETED,
                 )

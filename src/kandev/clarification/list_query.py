@@ -80,7 +80,7 @@ def _inline(clause: ColumnElement[bool]) -> ColumnElement[bool]:
     Only for clauses made of constants (never caller input).
     """
 
-    def literal(element: Any) -> Any:
+    def literal(element: Any, **kw: Any) -> Any:
         if isinstance(element, BindParameter):
             return bindparam(
                 None,
@@ -209,7 +209,7 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
     if since:  # L8
         conditions.append(bundle.c.created_at >= bindparam("created_since"))
     if after:  # L9: strictly after the cursor under L6's order
-        at = bindparam("after_created_at")
+        at: BindParameter[datetime] = bindparam("after_created_at")
         conditions.append(
             or_(
                 bundle.c.created_at > at,

@@ -273,12 +273,12 @@ async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str)
     if not carrying:
         return None
     statuses = {m.metadata.get(kinds.STATUS_KEY) for m in carrying}
-    if len(statuses) != 1 or not statuses <= set(kinds.CLAIM_STATUSES):
+    terminal = next(iter(statuses)) if len(statuses) == 1 else None
+    if terminal is None or terminal not in kinds.CLAIM_STATUSES:
         raise RecoveryError(
             f"clarification {pending_id}: delivery intent on rows with statuses "
             f"{sorted(str(s) for s in statuses)}"
         )
-    terminal = statuses.pop()
     session_ids = {m.session_id for m in carrying}
     live = (
         await conn.execute(

@@ -148,7 +148,7 @@ def _answers(form: Any) -> list[dict[str, Any]]:
     """Form fields `option.<question_id>` (checkboxes) and `text.<question_id>`; free text
     wins over options, as in the overlay."""
     question_ids = [v for v in form.getlist("question_id") if isinstance(v, str)]
-    answers = []
+    answers: list[dict[str, Any]] = []
     for question_id in question_ids:
         text = form_text(form, f"text.{question_id}").strip()
         if text:

@@ -11,10 +11,11 @@ from kandev.api.deps import (
     EventsServiceDep,
     MoveServiceDep,
     SessionServiceDep,
+    TaskPresenterDep,
     TaskServiceDep,
     WorkflowServiceDep,
 )
-from kandev.moves.service import ACTOR_USER, MoveRequest
+from kandev.moves.models import ACTOR_USER, MoveRequest
 from kandev.sessions.inputs import MessagePageQuery, PromptInput, SessionCreate
 from kandev.web.pages import MessagesFragment, TaskPage
 from kandev.web.render import render
@@ -31,12 +32,13 @@ def _pick_session(sessions: list[dict], wanted: str | None) -> dict | None:
             return s
     live = [s for s in sessions if s["state"] not in ("COMPLETED", "FAILED", "CANCELLED")]
     primary = [s for s in sessions if s["is_primary"]]
-    return (live or primary or sessions or [None])[-1]
+    return (live or primary or sessions)[-1] if sessions else None
 
 
 @router.get("/tasks/{task_id}", name="task_page")
 @page_route
 async def task_page(
+    presenter: TaskPresenterDep,
     events: EventsServiceDep,
     task_service: TaskServiceDep,
     workflow_service: WorkflowServiceDep,
@@ -47,7 +49,7 @@ async def task_page(
     session: str | None = None,
 ) -> Response:
     last_event_id = events.last_id()  # before reading: what follows is replayed
-    task = await task_service.present_one(await task_service.get_task(task_id))
+    task = await presenter.task(await task_service.get_task(task_id))
     workflow = await workflow_service.get_workflow(task["workflow_id"])
     sessions = await session_service.list_task_sessions(task_id)
     chosen = _pick_session(sessions, session)
