@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from kandev.agents.acp_permissions import DecidingPolicy
 from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
 from kandev.auth.agent_tokens import AgentTokenService
@@ -30,6 +31,8 @@ from kandev.events.bus import EventBus
 from kandev.ids import IdFactory, new_id
 from kandev.moves.service import MoveService
 from kandev.pending.describe import PendingDescriber
+from kandev.pending.presenter import TaskPresenter
+from kandev.permissions.service import PermissionService
 from kandev.repos.changes import ChangesService
 from kandev.repos.git import GitRunner
 from kandev.repos.service import RepositoryService
@@ -55,10 +58,12 @@ class SurfaceServices:
     agent_profiles: AgentProfileService
     sessions: SessionService
     clarifications: ClarificationService
+    permissions: PermissionService
     moves: MoveService
     repositories: RepositoryService
     changes: ChangesService
     events: EventsService
+    presenter: TaskPresenter
 
 
 @dataclass
@@ -78,12 +83,14 @@ class Services:
     orchestrator: Orchestrator
     sessions: SessionService
     clarifications: ClarificationService
+    permissions: PermissionService
     moves: MoveService
     agent_processes: AgentProcessLedger
     repositories: RepositoryService
     worktrees: WorktreeService
     changes: ChangesService
     events: EventsService
+    presenter: TaskPresenter
 
     @cached_property
     def surface(self) -> SurfaceServices:
@@ -97,10 +104,12 @@ class Services:
             agent_profiles=self.agent_profiles,
             sessions=self.sessions,
             clarifications=self.clarifications,
+            permissions=self.permissions,
             moves=self.moves,
             repositories=self.repositories,
             changes=self.changes,
             events=self.events,
+            presenter=self.presenter,
         )
 
     async def prepare(self) -> None:
@@ -116,6 +125,8 @@ class Services:
         # Claimed-but-undelivered answers and half-made resume turns are put right before
         # anything else runs; an inconsistency stops the start (RecoveryError).
         recovered = await recover_on_startup(self.db, self.clock.now())
+        # Permission requests a previous server left open can never reach their agent.
+        await self.permissions.expire_on_startup()
         # Agent processes died with the previous server; their sessions wait for a prompt,
         # or for the answer to a question that is still open.
         for session_id in await self.orchestrator.recorder.settle_after_restart():
@@ -156,15 +167,21 @@ def build_services(
     clock = clock or SystemClock()
     id_factory = id_factory or new_id
     agent_processes = AgentProcessLedger(db, clock)
-    if runtime is None:
-        from kandev.agents.acp_runtime import AcpRuntime
-
-        runtime = AcpRuntime(ledger=agent_processes)
     access = AccessRules()
     bus = EventBus()
     describer = PendingDescriber()  # task/session JSON with pending actions, for all below
     agent_tokens = AgentTokenService(db, clock, id_factory, auth_enabled=settings.auth)
     recorder = SessionRecorder(db, clock, id_factory, bus, describer)
+    # An agent's permission requests are decided by its profile's policy (maybe a person).
+    permissions = PermissionService(db, clock, id_factory, access, recorder)
+    if runtime is None:
+        from kandev.agents.acp_runtime import AcpRuntime
+
+        runtime = AcpRuntime(
+            ledger=agent_processes,
+            start_timeout=settings.agent_start_timeout,
+            permission_policy=DecidingPolicy(permissions),
+        )
     git = GitRunner()  # one per server: its per-repository locks serialize git work
     repositories = RepositoryService(db, clock, id_factory, access, git=git)
     worktrees = WorktreeService(db, clock, git, settings, recorder)
@@ -185,8 +202,10 @@ def build_services(
     hooks = orchestrator.hooks
     hooks.superseded.append(clarifications.supersede_waiters)
     hooks.turn_ending.append(clarifications.turn_ending)
+    hooks.turn_ending.append(permissions.turn_ending)
     hooks.turn_ended.append(moves.on_turn_end)
     hooks.session_ended.append(clarifications.expire_session)
+    hooks.session_ended.append(permissions.expire_session)
     hooks.session_ended.append(moves.on_session_ended)
     tasks = TaskService(
         db,
@@ -221,11 +240,13 @@ def build_services(
         orchestrator=orchestrator,
         sessions=sessions,
         clarifications=clarifications,
+        permissions=permissions,
         moves=moves,
         agent_processes=agent_processes,
         repositories=repositories,
         worktrees=worktrees,
         changes=changes,
         events=EventsService(db, access, bus),
+        presenter=TaskPresenter(db),
     )
     return services

@@ -14,7 +14,7 @@ SRC = Path(kandev.__file__).parent
 
 # Lowest first. A package may import only packages of lower layers.
 LAYERS: list[tuple[str, ...]] = [
-    ("catalog", "errors", "clock", "ids", "faults", "config"),  # leaves: the shared vocabulary
+    ("catalog", "errors", "clock", "ids", "faults", "config", "log_fields"),  # leaves
     ("db",),
     ("events", "auth"),
     ("access",),  # the scoping rules
@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("agents",),  # agent runtimes and processes
     ("sessions",),  # sessions, turns, messages, the orchestrator; session access
     ("clarification",),
-    ("pending", "moves", "repos"),  # the pending-action projection; moves; repositories
+    ("pending", "moves", "repos", "permissions"),  # …; agent permission requests
     ("streams",),  # the caller's event stream
     ("services",),  # the composition root
     ("perimeter",),
@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("app",),
     ("startup", "cli_http"),
     ("cli_admin", "cli_board", "cli_questions", "cli_sessions"),
+    ("cli_permissions",),  # over cli_questions' MCP client
     ("cli",),
     ("__main__",),
 ]

@@ -69,7 +69,7 @@ async def test_same_step_is_applied_and_changes_nothing(
     body = await services.moves.result_json(result)
     assert body["disposition"] == "applied" and "move_id" not in body
     assert body["task"]["position"] == 3
-    assert body["task"] == await services.tasks.present_one(stored)
+    assert body["task"] == await services.presenter.task(stored)
     assert await snapshot(services.db) == before
     assert drain(events) == [] and services.bus.last_id == last_id
 

@@ -44,7 +44,7 @@ async def test_two_tasks_get_two_worktrees_on_two_branches(
     assert git(path_one, "rev-parse", "--abbrev-ref", "HEAD") == one.branch
     assert git(path_two, "rev-parse", "--abbrev-ref", "HEAD") == two.branch
     assert one.worktree_path == str(path_one)
-    payload = await services.tasks.present_one(one)
+    payload = await services.presenter.task(one)
     assert payload["branch"] == one.branch and payload["worktree_path"] == str(path_one)
     # A second session reuses the worktree.
     again, _ = await board.worktree(one)

@@ -16,6 +16,8 @@ from kandev.board.workspaces import WorkspaceService
 from kandev.clarification.service import ClarificationService
 from kandev.config import Settings
 from kandev.moves.service import MoveService
+from kandev.pending.presenter import TaskPresenter
+from kandev.permissions.service import PermissionService
 from kandev.repos.changes import ChangesService
 from kandev.repos.service import RepositoryService
 from kandev.services import SurfaceServices
@@ -44,7 +46,9 @@ TaskServiceDep = Annotated[TaskService, _service("tasks")]
 AgentProfileServiceDep = Annotated[AgentProfileService, _service("agent_profiles")]
 SessionServiceDep = Annotated[SessionService, _service("sessions")]
 ClarificationServiceDep = Annotated[ClarificationService, _service("clarifications")]
+PermissionServiceDep = Annotated[PermissionService, _service("permissions")]
 MoveServiceDep = Annotated[MoveService, _service("moves")]
 RepositoryServiceDep = Annotated[RepositoryService, _service("repositories")]
 ChangesServiceDep = Annotated[ChangesService, _service("changes")]
 EventsServiceDep = Annotated[EventsService, _service("events")]
+TaskPresenterDep = Annotated[TaskPresenter, _service("presenter")]

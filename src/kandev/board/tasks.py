@@ -10,8 +10,6 @@ task and nothing writes to rows that are gone.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
@@ -126,14 +124,6 @@ class TaskService(ScopedService):
             await add_task_event(conn, events, TASK_UPDATED, updated, self.describer)
         events.publish()
         return updated
-
-    async def present(self, tasks: list[Task]) -> list[dict[str, Any]]:
-        """Public JSON of tasks, with their pending actions (one batch query)."""
-        async with self.db.read() as conn:
-            return await self.describer.tasks_json(conn, tasks)
-
-    async def present_one(self, task: Task) -> dict[str, Any]:
-        return (await self.present([task]))[0]
 
     async def get_task(self, task_id: str) -> Task:
         async with self.db.read() as conn:

@@ -40,17 +40,13 @@ from kandev.ids import IdFactory
 from kandev.moves.collaborators import SessionTurns
 from kandev.moves.deferral import store_pending_move
 from kandev.moves.effects import MoveEffects
-from kandev.moves.models import ACTOR_USER, APPLIED, DEFERRED, MoveRequest, MoveResult, MoveTarget
+from kandev.moves.models import APPLIED, DEFERRED, MoveRequest, MoveResult, MoveTarget
 from kandev.moves.presenter import MovePresenter
 from kandev.moves.transitions import Transitions, deliver_entry_prompts, restart_fresh
 from kandev.moves.turn_end import TurnEndMoves
 from kandev.moves.validation import validate_move
 from kandev.sessions.access import AccessRules
 from kandev.sessions.models import Session
-
-# kandev.moves.models defines the request vocabulary; api/tasks.py and web/routes/tasks.py
-# still import these two names from the façade.
-__all__ = ["ACTOR_USER", "MoveRequest", "MoveService"]
 
 
 class MoveService(ScopedService):

@@ -48,12 +48,12 @@ async def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> dict[str, Any]:
     tasks, _total = await ctx.services.tasks.list_tasks(
         workflow_id=args.workflow_id, workspace_id=args.workspace_id
     )
-    return {"tasks": await ctx.services.tasks.present(tasks)}
+    return {"tasks": await ctx.services.presenter.tasks(tasks)}
 
 
 async def create_task(ctx: ToolContext, args: CreateTaskArgs) -> dict[str, Any]:
     task = await ctx.services.tasks.create_task(TaskCreate(**args.model_dump()))
-    return {"task": await ctx.services.tasks.present_one(task)}
+    return {"task": await ctx.services.presenter.task(task)}
 
 
 TOOLS = (

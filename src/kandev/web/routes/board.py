@@ -9,6 +9,7 @@ from kandev.api.deps import (
     AgentProfileServiceDep,
     EventsServiceDep,
     SessionServiceDep,
+    TaskPresenterDep,
     TaskServiceDep,
     WorkflowServiceDep,
     WorkspaceServiceDep,
@@ -42,6 +43,7 @@ def board_url(workspace_id: str = "", workflow_id: str = "") -> str:
 @router.get("/", name="board")
 @page_route
 async def board_page(
+    presenter: TaskPresenterDep,
     events: EventsServiceDep,
     workspace_service: WorkspaceServiceDep,
     workflow_service: WorkflowServiceDep,
@@ -69,7 +71,7 @@ async def board_page(
         chosen_wf = _pick(workflows, workflow, remembered_wf)
     if chosen_wf is not None:
         tasks, _ = await task_service.list_tasks(workflow_id=chosen_wf.id)
-        cards = [c for c in await task_service.present(tasks) if not c["archived_at"]]
+        cards = [c for c in await presenter.tasks(tasks) if not c["archived_at"]]
         total = len(cards)
         by_step: dict[str, list] = {step.id: [] for step in chosen_wf.steps}
         for card in cards:
@@ -97,9 +99,11 @@ async def board_page(
 
 @router.get("/tasks/{task_id}/card", name="task_card")
 @page_route
-async def task_card(task_service: TaskServiceDep, request: Request, task_id: str) -> Response:
+async def task_card(
+    presenter: TaskPresenterDep, task_service: TaskServiceDep, request: Request, task_id: str
+) -> Response:
     """One card (htmx/live.js swaps it in); the same data path as the board."""
-    card = await task_service.present_one(await task_service.get_task(task_id))
+    card = await presenter.task(await task_service.get_task(task_id))
     return render(request, "partials/card.html", CardFragment(card=card))
 
 
