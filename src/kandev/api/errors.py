@@ -36,7 +36,7 @@ def status_for(exc: errors.KandevError) -> int:
     """The HTTP status of a domain error: the one mapping, shared by REST and the pages."""
     for cls in type(exc).__mro__:
         if cls in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[cls]  # type: ignore[index]
+            return STATUS_BY_ERROR[cls]
     return 500
 
 
