@@ -14,6 +14,7 @@ from kandev.api import (
     clarification,
     events,
     health,
+    permissions,
     repositories,
     sessions,
     task_changes,
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         sessions,
         events,
         clarification,
+        permissions,
     ):
         app.include_router(module.router)
     app.include_router(web_router)  # web pages and fragments, /static/vendor (node_modules)

@@ -16,6 +16,7 @@ import typer
 from kandev import __version__
 from kandev.cli_admin import token_app, user_app
 from kandev.cli_board import task_app, workspace_app
+from kandev.cli_permissions import permissions_app
 from kandev.cli_questions import questions_app
 from kandev.cli_sessions import session_app
 
@@ -36,6 +37,11 @@ app.add_typer(
     questions_app,
     name="questions",
     help="Answer agents from the terminal (KANDEV_URL, KANDEV_TOKEN).",
+)
+app.add_typer(
+    permissions_app,
+    name="permissions",
+    help="Decide agents' permission requests (KANDEV_URL, KANDEV_TOKEN).",
 )
 app.add_typer(user_app, name="user", help="Manage users (offline, against the database).")
 app.add_typer(token_app, name="token", help="Manage personal access tokens (offline).")

@@ -102,7 +102,8 @@ def _innermost(exc: BaseException) -> BaseException:
     return exc
 
 
-def _run(action: Callable[[], Coroutine[Any, Any, int]]) -> None:
+def run_action(action: Callable[[], Coroutine[Any, Any, int]]) -> None:
+    """Run a command's action: a tool error or a refusal is one line and exit 1."""
     try:
         code = asyncio.run(action())
     except McpCallFailed as exc:
@@ -172,7 +173,7 @@ def list_questions(
             typer.echo("\n\n".join(render_bundle(b) for b in bundles))
         return 0
 
-    _run(action)
+    run_action(action)
 
 
 def parse_pairs(values: list[str], flag: str) -> list[tuple[str, str]]:
@@ -269,4 +270,4 @@ def answer_question(
             typer.echo(f"  {entry['question_id']}: {picked}{extra}")
         return 0
 
-    _run(action)
+    run_action(action)

@@ -6,7 +6,12 @@ Prompts (the first word picks the behaviour):
 - ``slow``       sends "working", then waits for session/cancel and ends ``cancelled``.
 - ``crash``      sends "about to crash", writes a line to stderr, exits with code 3.
 - ``tool``       sends a tool_call, its tool_call_update (completed) and a plan.
-- ``permission`` asks session/request_permission and replies with the chosen option id.
+- ``permission [KIND [COMMAND]]`` asks session/request_permission (tool kind KIND, raw input
+                 ``{"command": COMMAND}``) and replies ``permission: <option id>`` (or
+                 ``permission: cancelled``).
+- ``permission-detached [KIND]`` asks the same without waiting and ends its turn at once
+                 (replies ``asked``); ``permission-result`` waits for that request's outcome and
+                 replies with it like ``permission``.
 - ``mcp``        calls ``list_workspaces_kandev`` on the "kandev" MCP server it was given
                  and replies with the raw text of the result.
 - ``move JSON``  calls ``move_task_kandev`` with the JSON object as arguments on that
@@ -31,6 +36,13 @@ SCRIPTED_AGENT_RECORD=FILE makes it append one JSON line per answer it receives 
 SCRIPTED_AGENT_NO_LOAD=1 makes it not advertise loadSession. On session/load it first
 replays one message ("replayed history"), as real agents replay the conversation; loading
 an id that starts with "missing-" fails (resource not found).
+SCRIPTED_AGENT_AUTH=VAR makes it advertise authMethods — a terminal login, then an env-var
+method ``env-key`` needing VAR, then a plain method ``legacy-key`` whose description names
+``SCRIPTED_LEGACY_KEY`` — and refuse session/new and session/load ("Authentication
+required") until ``authenticate`` was called with a method whose variables are set in its
+own environment; ``whoami`` then reports ``auth_method``.
+SCRIPTED_AGENT_HANG=session/new makes it write ``scripted agent: hanging`` to stderr and
+never answer session/new (start-timeout tests).
 Nothing else is written to disk (but by ``write``).
 """
 
@@ -59,6 +71,10 @@ from acp import (
 )
 from acp.schema import (
     AgentCapabilities,
+    AuthenticateResponse,
+    AuthEnvVar,
+    AuthMethodAgent,
+    EnvVarAuthMethod,
     HttpMcpServer,
     Implementation,
     InitializeResponse,
@@ -67,6 +83,7 @@ from acp.schema import (
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    TerminalAuthMethod,
     TextContentBlock,
 )
 
@@ -133,6 +150,9 @@ class ScriptedAgent:
         self._conn: Any = None
         self._sessions: dict[str, _Session] = {}
         self._children: list[asyncio.subprocess.Process] = []
+        self._detached: asyncio.Future[str] | None = None  # permission-detached's request
+        self._auth_var = os.environ.get("SCRIPTED_AGENT_AUTH", "")
+        self._auth_method: str | None = None
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -145,11 +165,43 @@ class ScriptedAgent:
                 mcp_capabilities=McpCapabilities(http=True),
             ),
             agent_info=Implementation(name="scripted-agent", version="1"),
+            auth_methods=self._auth_methods(),
         )
+
+    def _auth_methods(self) -> list[Any]:
+        if not self._auth_var:
+            return []
+        return [
+            TerminalAuthMethod(type="terminal", id="login", name="Log in", args=["login"]),
+            EnvVarAuthMethod(
+                type="env_var", id="env-key", name="API key", vars=[AuthEnvVar(name=self._auth_var)]
+            ),
+            AuthMethodAgent(
+                id="legacy-key",
+                name="Legacy key",
+                description="Requires setting the `SCRIPTED_LEGACY_KEY` environment variable.",
+            ),
+        ]
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        needs = {"env-key": self._auth_var, "legacy-key": "SCRIPTED_LEGACY_KEY"}.get(method_id)
+        if not needs or not os.environ.get(needs):
+            raise RequestError.invalid_params({"method_id": method_id, "reason": "not set up"})
+        self._auth_method = method_id
+        return AuthenticateResponse()
+
+    def _check_auth(self) -> None:
+        if self._auth_var and self._auth_method is None:
+            raise RequestError.auth_required({"details": "call authenticate first"})
 
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> NewSessionResponse:
+        self._check_auth()
+        if os.environ.get("SCRIPTED_AGENT_HANG") == "session/new":
+            sys.stderr.write("scripted agent: hanging\n")
+            sys.stderr.flush()
+            await asyncio.Event().wait()
         session_id = f"scripted-{uuid.uuid4().hex[:12]}"
         self._sessions[session_id] = _Session("new", cwd, list(mcp_servers or []))
         return NewSessionResponse(session_id=session_id)
@@ -157,6 +209,7 @@ class ScriptedAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
+        self._check_auth()
         if session_id.startswith("missing-"):
             raise RequestError.resource_not_found(session_id)
         self._sessions[session_id] = _Session("load", cwd, list(mcp_servers or []))
@@ -195,7 +248,13 @@ class ScriptedAgent:
         elif command == "tool":
             await self._tool(session_id)
         elif command == "permission":
-            await self._permission(session_id)
+            await self._say(session_id, await self._permission(session_id, rest))
+        elif command == "permission-detached":
+            self._detached = asyncio.ensure_future(self._permission(session_id, rest))
+            await self._say(session_id, "asked")
+        elif command == "permission-result":
+            assert self._detached is not None, "permission-detached first"
+            await self._say(session_id, await self._detached)
         elif command == "mcp":
             await self._say(session_id, await self._call_mcp(session))
         elif command == "move":
@@ -256,17 +315,25 @@ class ScriptedAgent:
             ),
         )
 
-    async def _permission(self, session_id: str) -> None:
+    async def _permission(self, session_id: str, rest: str = "") -> str:
+        kind, _, command = rest.partition(" ")
+        extra: dict[str, Any] = {}
+        if kind:
+            extra["kind"] = kind
+        if command:
+            extra["raw_input"] = {"command": command}
         response = await self._conn.request_permission(
             session_id=session_id,
-            tool_call=update_tool_call("call-p", title="Edit a file", status="pending"),
+            tool_call=update_tool_call("call-p", title="Edit a file", status="pending", **extra),
             options=[
                 PermissionOption(option_id="no", name="Reject", kind="reject_once"),
                 PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
             ],
         )
         outcome = response.outcome
-        await self._say(session_id, f"permission: {getattr(outcome, 'option_id', outcome.outcome)}")
+        result = f"permission: {getattr(outcome, 'option_id', outcome.outcome)}"
+        _record("permission", result)
+        return result
 
     async def _gitinfo(self, session: _Session) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -297,6 +364,7 @@ class ScriptedAgent:
                 "cwd": session.cwd,
                 "mcp_servers": servers,
                 "probe": os.environ.get("SCRIPTED_AGENT_PROBE"),
+                "auth_method": self._auth_method,
             }
         )
 

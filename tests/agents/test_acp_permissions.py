@@ -32,12 +32,12 @@ async def test_auto_allow_picks_the_first_allow_option() -> None:
         option("always", "allow_always"),
         option("once", "allow_once"),
     ]
-    response = await AutoAllowPolicy().decide(TOOL_CALL, options)
+    response = await AutoAllowPolicy().decide("s1", TOOL_CALL, options)
     assert response.outcome == AllowedOutcome(outcome="selected", option_id="always")
 
 
 async def test_auto_allow_declines_without_an_allow_option() -> None:
-    response = await AutoAllowPolicy().decide(TOOL_CALL, [option("no", "reject_once")])
+    response = await AutoAllowPolicy().decide("s1", TOOL_CALL, [option("no", "reject_once")])
     assert response.outcome == DeniedOutcome(outcome="cancelled")
 
 
@@ -45,12 +45,12 @@ class RejectingPolicy:
     """Picks the first reject option and remembers what it was asked."""
 
     def __init__(self) -> None:
-        self.asked: list[tuple[ToolCallUpdate, list[PermissionOption]]] = []
+        self.asked: list[tuple[str, ToolCallUpdate, list[PermissionOption]]] = []
 
     async def decide(
-        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> RequestPermissionResponse:
-        self.asked.append((tool_call, options))
+        self.asked.append((session_id, tool_call, options))
         chosen = next(o for o in options if o.kind.startswith("reject"))
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
@@ -69,6 +69,7 @@ async def test_the_runtime_asks_the_injected_policy(tmp_path: Path, recorder: Re
         await handle.stop()
 
     assert recorder.text() == "permission: no"
-    [(tool_call, options)] = policy.asked
+    [(session_id, tool_call, options)] = policy.asked
+    assert session_id == launch_for(tmp_path).session_id  # the Kandev session, not ACP's
     assert tool_call.title == "Edit a file"
     assert [o.option_id for o in options] == ["no", "yes"]

@@ -37,10 +37,14 @@ class KandevAcpClient:
     """The ACP Client the agent talks to: forwards updates, asks the permission policy."""
 
     def __init__(
-        self, on_session_update: SessionUpdateCallback, permission_policy: PermissionPolicy
+        self,
+        on_session_update: SessionUpdateCallback,
+        permission_policy: PermissionPolicy,
+        kandev_session_id: str = "",
     ) -> None:
         self._on_session_update = on_session_update
         self._permission_policy = permission_policy
+        self._kandev_session_id = kandev_session_id  # the policy decides for this session
 
     async def session_update(self, session_id: str, update: SessionUpdate, **kwargs: Any) -> None:
         # Must not await before enqueueing: the SDK runs each notification in its own task,
@@ -54,7 +58,7 @@ class KandevAcpClient:
         options: list[PermissionOption],
         **kwargs: Any,
     ) -> RequestPermissionResponse:
-        return await self._permission_policy.decide(tool_call, options)
+        return await self._permission_policy.decide(self._kandev_session_id, tool_call, options)
 
     # Capabilities say no fs and no terminal; answer such calls method-not-found explicitly
     # (the SDK would otherwise answer some terminal methods with a null result).

@@ -105,6 +105,8 @@ class AgentProfileService:
                 )
         check_program(data.command, data.env)
         values = self._new_values(data.name, data.command, data.env, builtin=False)
+        values["permission_policy"] = data.permission_policy
+        values["permission_allow"] = list(data.permission_allow)
         try:
             async with self.db.write() as conn:
                 if await repo.get_profile_by_name(conn, data.name) is not None:

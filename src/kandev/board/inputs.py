@@ -136,6 +136,12 @@ class TaskMove(Input):
     position: int | None = Field(default=None, ge=0, le=1_000_000)
 
 
+# How an agent's permission requests are decided (kandev.permissions); an allow-list entry is
+# a tool kind ("read", "execute", …) or a tool title, matched exactly.
+PermissionPolicyName = Literal["ask", "allow", "deny"]
+AllowEntry = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
 class AgentProfileCreate(Input):
     name: Name
     command: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
@@ -144,6 +150,8 @@ class AgentProfileCreate(Input):
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32_768)]] = Field(
         default_factory=dict, max_length=100
     )
+    permission_policy: PermissionPolicyName = "ask"
+    permission_allow: list[AllowEntry] = Field(default_factory=list, max_length=100)
 
 
 class AgentProfileUpdate(Input):
@@ -158,3 +166,5 @@ class AgentProfileUpdate(Input):
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32_768)]] | None = Field(
         default=None, max_length=100
     )
+    permission_policy: PermissionPolicyName | None = None
+    permission_allow: list[AllowEntry] | None = Field(default=None, max_length=100)

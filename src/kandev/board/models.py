@@ -176,6 +176,9 @@ class AgentProfile:
     is_builtin: bool
     created_at: datetime
     updated_at: datetime
+    # How the agent's permission requests are decided (kandev.permissions).
+    permission_policy: str = "ask"
+    permission_allow: list[str] = field(default_factory=list)
 
     @classmethod
     def from_row(cls, row: RowMapping) -> AgentProfile:
@@ -189,6 +192,8 @@ class AgentProfile:
             # Secrets are write-only (CONTRACT §8): callers see which keys are set, never values.
             "env": {key: ENV_VALUE_MASK for key in self.env},
             "is_builtin": self.is_builtin,
+            "permission_policy": self.permission_policy,
+            "permission_allow": list(self.permission_allow),
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),
         }

@@ -55,3 +55,12 @@ DISPATCH_KEYS = (
 # Pending-action projection values (§1.7): what a session waits on a human for.
 ACTION_CLARIFICATION = "clarification"
 ACTION_PERMISSION = "permission"
+
+# Permission requests (`permission_request` rows, CONTRACT §11): pending → allowed | rejected
+# (one claim) or expired (turn end, session end, restart).
+ALLOWED = "allowed"
+PERMISSION_STATUSES = (PENDING, ALLOWED, REJECTED, EXPIRED)
+PERMISSION_DECIDED = (ALLOWED, REJECTED)
+TOOL_CALL_KEY = "tool_call"
+OPTIONS_KEY = "options"
+DECISION_KEY = "decision"  # {option_id, name, kind, via, decided_by} of the winner

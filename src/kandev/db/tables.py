@@ -245,6 +245,9 @@ agent_profiles = Table(
     _json("command", "[]"),
     _json("env", "{}"),
     _flag("is_builtin"),
+    # "ask" | "allow" | "deny", and the tool kinds/titles allowed without asking (permissions)
+    Column("permission_policy", Text, nullable=False, server_default=text("'ask'")),
+    _json("permission_allow", "[]"),
     _created(),
     _updated(),
 )

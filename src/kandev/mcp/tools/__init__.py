@@ -3,10 +3,16 @@ adding one is one entry in its area's TOOLS (plus the area once here)."""
 
 from __future__ import annotations
 
-from kandev.mcp.tools import board, moves, questions, sessions
+from kandev.mcp.tools import board, moves, permissions, questions, sessions
 from kandev.mcp.tools.base import AGENT, BOTH, EXTERNAL, ToolContext, ToolSpec
 
-ALL_TOOLS: tuple[ToolSpec, ...] = (*board.TOOLS, *sessions.TOOLS, *questions.TOOLS, *moves.TOOLS)
+ALL_TOOLS: tuple[ToolSpec, ...] = (
+    *board.TOOLS,
+    *sessions.TOOLS,
+    *questions.TOOLS,
+    *permissions.TOOLS,
+    *moves.TOOLS,
+)
 
 
 def tools_for(surface: str) -> tuple[ToolSpec, ...]:

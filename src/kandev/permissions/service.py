@@ -1,0 +1,297 @@
+"""PermissionService: how an agent's permission request is decided (CONTRACT §11).
+
+- `decide` is the agent side (called by the ACP permission policy with the Kandev session id):
+  the profile's policy answers at once ("allow", "deny", an allow-listed tool), or "ask"
+  records a durable `permission_request`, sets the session WAITING_FOR_INPUT and blocks until
+  someone decides or the request expires (None: the agent gets a cancelled outcome).
+- `respond` is the human side (REST, MCP, CLI): authorization through the task (a foreign id
+  is the same 404 as an unknown one), the option validated before the claim, then the one
+  claim statement; a loser is told the winner's decision, 409 when nobody won.
+- Expiry: a request still open when its turn ends, its session ends, or at startup.
+
+The database decides; the in-memory waiters only carry the decision to the blocked call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from datetime import datetime
+from typing import Any
+
+from kandev.auth.identity import current_identity
+from kandev.board import agent_profile_repository as profiles_repo
+from kandev.catalog.messages import (
+    ALLOWED,
+    DECISION_KEY,
+    OPTIONS_KEY,
+    PENDING_ID_KEY,
+    PERMISSION_DECIDED,
+    REJECTED,
+    STATUS_KEY,
+    TOOL_CALL_KEY,
+)
+from kandev.clarification.listing import clamp_limit, decode_cursor, encode_cursor
+from kandev.clock import Clock, isoformat
+from kandev.db.engine import Database
+from kandev.errors import Conflict, NotFound, ValidationFailed
+from kandev.ids import IdFactory
+from kandev.permissions import repository as repo
+from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions import turn_repository as turns_repo
+from kandev.sessions.access import AccessRules
+from kandev.sessions.models import Message
+from kandev.sessions.recorder import SessionRecorder
+from kandev.sessions.turns import current_turn_id
+
+log = logging.getLogger(__name__)
+
+REQUEST_NOT_FOUND = "permission request not found"
+NO_LONGER_OPEN = "permission request is no longer open"
+ALLOW_KINDS = ("allow_once", "allow_always")
+REJECT_KINDS = ("reject_once", "reject_always")
+
+
+def first_option(options: list[dict[str, Any]], kinds: tuple[str, ...]) -> str | None:
+    return next((o["option_id"] for o in options if o.get("kind") in kinds), None)
+
+
+def allow_listed(allow: list[str], tool_call: dict[str, Any]) -> bool:
+    """A tool kind ("read", "execute", …) or a tool title named in the profile's allow-list."""
+    return any(entry in (tool_call.get("kind"), tool_call.get("title")) for entry in allow)
+
+
+def _status_of(option: dict[str, Any]) -> str:
+    return ALLOWED if option.get("kind") in ALLOW_KINDS else REJECTED
+
+
+class PermissionService:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        new_id: IdFactory,
+        access: AccessRules,
+        recorder: SessionRecorder,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.new_id = new_id
+        self.access = access
+        self.recorder = recorder
+        # pending_id → the blocked agent call's future: the chosen option id, None = cancelled
+        self._waiters: dict[str, asyncio.Future[str | None]] = {}
+        self._background: set[asyncio.Future[Any]] = set()
+
+    # --- the agent's side ---------------------------------------------------------------
+
+    async def decide(
+        self, session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        """The option id the agent gets, or None for a cancelled outcome."""
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+            profile = None
+            if session is not None and session.agent_profile_id:
+                profile = await profiles_repo.get_profile(conn, session.agent_profile_id)
+        if session is None or session.is_terminal:
+            return None
+        policy = profile.permission_policy if profile is not None else "ask"
+        allow = profile.permission_allow if profile is not None else []
+        title = tool_call.get("title", "")
+        if allow_listed(allow, tool_call) or policy == "allow":
+            chosen = first_option(options, ALLOW_KINDS)
+            log.info("permission %r of session %s allowed by policy", title, session_id)
+            return chosen
+        if policy == "deny":
+            log.info("permission %r of session %s denied by policy", title, session_id)
+            return first_option(options, REJECT_KINDS)
+        return await self._ask(session_id, session.task_id, tool_call, options)
+
+    async def _ask(
+        self,
+        session_id: str,
+        task_id: str,
+        tool_call: dict[str, Any],
+        options: list[dict[str, Any]],
+    ) -> str | None:
+        pending_id = self.new_id()
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._waiters[pending_id] = waiter
+        try:
+            now = self.clock.now()
+            async with self.db.write() as conn:
+                turn_id = await current_turn_id(conn, session_id)
+                if turn_id is None:  # asked before any prompt: give it a turn
+                    turn_id = (
+                        await turns_repo.insert_turn(
+                            conn, id=self.new_id(), session_id=session_id, task_id=task_id, now=now
+                        )
+                    ).id
+                row = await repo.insert_request(
+                    conn,
+                    message_id=self.new_id(),
+                    pending_id=pending_id,
+                    session_id=session_id,
+                    task_id=task_id,
+                    turn_id=turn_id,
+                    tool_call=tool_call,
+                    options=options,
+                    now=now,
+                )
+            log.info(
+                "permission %s asked by session %s: %r",
+                pending_id,
+                session_id,
+                tool_call.get("title", ""),
+            )
+            await self.recorder.publish_messages([row], added=True)
+            await self.recorder.mark_waiting(session_id)
+            return await waiter
+        except asyncio.CancelledError:
+            # The agent's call went away (its process ended): the request can never be
+            # delivered, so it expires.
+            self._in_background(self._expire_one(pending_id))
+            raise
+        finally:
+            self._waiters.pop(pending_id, None)
+
+    # --- the human's side ---------------------------------------------------------------
+
+    async def respond(self, pending_id: str, option_id: Any, via: str = "") -> dict[str, Any]:
+        row = await self._authorized(pending_id)
+        options = row.metadata.get(OPTIONS_KEY) or []
+        if not isinstance(option_id, str) or not option_id:
+            raise ValidationFailed("option_id", "is required")
+        option = next((o for o in options if o.get("option_id") == option_id), None)
+        if option is None:
+            offered = ", ".join(str(o.get("option_id")) for o in options)
+            raise ValidationFailed(
+                "option_id", f"{option_id!r} is not offered by this request (offered: {offered})"
+            )
+        status = _status_of(option)
+        identity = current_identity()
+        decision = {
+            "option_id": option_id,
+            "name": option.get("name", ""),
+            "kind": option.get("kind", ""),
+            "via": via,
+            "decided_by": identity.user_id if identity is not None else "",
+        }
+        async with self.db.write() as conn:
+            claimed = await repo.claim_request(conn, pending_id, status, decision, self.clock.now())
+        if claimed is None:
+            return await self._loser(pending_id)
+        log.info("permission %s %s (%s) via %s", pending_id, status, option_id, via or "-")
+        await self.recorder.mark_answered_live(claimed.session_id)
+        await self.recorder.publish_messages([claimed])
+        self._wake(pending_id, option_id)
+        return {"pending_id": pending_id, "claimed": True, "status": status, "option_id": option_id}
+
+    async def _authorized(self, pending_id: str) -> Message:
+        async with self.db.read() as conn:
+            row = await repo.find_request(conn, pending_id)
+            if row is None:
+                raise NotFound(REQUEST_NOT_FOUND)
+            try:
+                await self.access.authorize_task(conn, row.task_id)
+            except NotFound:
+                raise NotFound(REQUEST_NOT_FOUND) from None
+        return row
+
+    async def _loser(self, pending_id: str) -> dict[str, Any]:
+        """One re-read: a decided row means a winner exists; replay its decision."""
+        async with self.db.read() as conn:
+            row = await repo.find_request(conn, pending_id)
+        status = row.metadata.get(STATUS_KEY) if row is not None else None
+        if row is None or status not in PERMISSION_DECIDED:
+            raise Conflict(NO_LONGER_OPEN)
+        decision = row.metadata.get(DECISION_KEY) or {}
+        return {
+            "pending_id": pending_id,
+            "claimed": False,
+            "status": status,
+            "option_id": decision.get("option_id", ""),
+        }
+
+    async def list_pending(
+        self, *, workspace_id: Any = None, cursor: Any = None, limit: Any = None
+    ) -> dict[str, Any]:
+        size = clamp_limit(limit)
+        after = decode_cursor(cursor)
+        if workspace_id is not None and not isinstance(workspace_id, str):
+            raise ValidationFailed("workspace_id", "must be a string")
+        now = self.clock.now()
+        async with self.db.read() as conn:
+            rows = await repo.list_open_requests(
+                conn,
+                user_id=self.access.scope(),
+                workspace_id=workspace_id or None,
+                after=after,
+                limit=size + 1,
+            )
+        page = rows[:size]
+        items = [_list_item(row, workspace, now) for row, workspace in page]
+        next_cursor = ""
+        if len(rows) > size and items:
+            next_cursor = encode_cursor(items[-1]["created_at"], items[-1]["pending_id"])
+        return {"permissions": items, "count": len(items), "next_cursor": next_cursor}
+
+    # --- expiry (turn lifecycle hooks, startup) -----------------------------------------
+
+    async def turn_ending(self, session_id: str) -> bool:
+        """The turn is over: its open requests expire (the agent's calls get cancelled).
+        Never makes the session wait."""
+        await self.expire_session(session_id)
+        return False
+
+    async def expire_session(self, session_id: str) -> int:
+        async with self.db.write() as conn:
+            rows = await repo.expire_requests(conn, self.clock.now(), session_id=session_id)
+        return await self._expired(rows)
+
+    async def expire_on_startup(self, now: datetime | None = None) -> int:
+        """Requests a previous server left open can never reach their agent: expired."""
+        async with self.db.write() as conn:
+            rows = await repo.expire_requests(conn, now or self.clock.now())
+        return await self._expired(rows)
+
+    async def _expire_one(self, pending_id: str) -> None:
+        async with self.db.write() as conn:
+            rows = await repo.expire_request(conn, pending_id, self.clock.now())
+        await self._expired(rows)
+
+    async def _expired(self, rows: list[Message]) -> int:
+        for row in rows:
+            log.info(
+                "permission %s of session %s expired",
+                row.metadata.get(PENDING_ID_KEY),
+                row.session_id,
+            )
+            self._wake(str(row.metadata.get(PENDING_ID_KEY)), None)
+        await self.recorder.publish_messages(rows)
+        return len(rows)
+
+    def _wake(self, pending_id: str, option_id: str | None) -> None:
+        waiter = self._waiters.get(pending_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(option_id)
+
+    def _in_background(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _list_item(row: Message, workspace_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "pending_id": row.metadata.get(PENDING_ID_KEY),
+        "task_id": row.task_id,
+        "session_id": row.session_id,
+        "workspace_id": workspace_id,
+        "created_at": isoformat(row.created_at),
+        "age_seconds": max(0, int((now - row.created_at).total_seconds())),
+        "tool_call": row.metadata.get(TOOL_CALL_KEY) or {},
+        "options": row.metadata.get(OPTIONS_KEY) or [],
+    }
