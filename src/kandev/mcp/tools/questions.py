@@ -4,17 +4,111 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, StringConstraints
+from pydantic import AliasChoices, ConfigDict, Field, StringConstraints, WithJsonSchema
 
+from kandev.clarification import questions as q
 from kandev.clarification.inputs import AnswerInput
 from kandev.mcp.tools.base import AGENT, EXTERNAL, ToolArgs, ToolContext, ToolSpec
 
+OPTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One choice the user can pick.",
+    "properties": {
+        "option_id": {
+            "type": "string",
+            "maxLength": q.MAX_ID_CHARS,
+            "description": "Stable id of the option (default q<N>_opt<M>, 1-based).",
+        },
+        "label": {
+            "type": "string",
+            "maxLength": q.MAX_LABEL_CHARS,
+            "description": "The choice in 1-5 words, shown on the button.",
+        },
+        "description": {
+            "type": "string",
+            "maxLength": q.MAX_DESCRIPTION_CHARS,
+            "description": "What choosing this option means.",
+        },
+    },
+    "required": ["label", "description"],
+}
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One question with its options.",
+    "properties": {
+        "id": {
+            "type": "string",
+            "maxLength": q.MAX_ID_CHARS,
+            "description": "Stable id of the question, the key of its answer (default q<N>).",
+        },
+        "title": {
+            "type": "string",
+            "maxLength": q.MAX_TITLE_CHARS,
+            "description": "A short heading for the question (optional).",
+        },
+        "prompt": {
+            "type": "string",
+            "maxLength": q.MAX_PROMPT_CHARS,
+            "description": "The question itself, as the user should read it.",
+        },
+        "options": {
+            "type": "array",
+            "minItems": q.MIN_OPTIONS,
+            "maxItems": q.MAX_OPTIONS,
+            "description": f"{q.MIN_OPTIONS} to {q.MAX_OPTIONS} choices.",
+            "items": OPTION_SCHEMA,
+        },
+    },
+    "required": ["prompt", "options"],
+}
+
+
+def _publish_required(schema: dict[str, Any]) -> None:
+    """`questions` is required in the published schema; a missing one still gets
+    clarification.questions' own message (so the field keeps its None default)."""
+    for prop in schema["properties"].values():
+        prop.pop("default", None)
+    schema["required"] = ["questions"]
+
 
 class AskArgs(ToolArgs):
-    # Shapes are checked by clarification.questions, which names the question and field.
-    questions: Any = None
-    context: Any = None
-    context_paragraphs: Any = None
+    # The published schema is typed (WithJsonSchema); validation stays with
+    # clarification.questions, whose errors name the question and the field.
+    questions: Annotated[
+        Any,
+        WithJsonSchema(
+            {
+                "type": "array",
+                "minItems": q.MIN_QUESTIONS,
+                "maxItems": q.MAX_QUESTIONS,
+                "description": f"{q.MIN_QUESTIONS} to {q.MAX_QUESTIONS} related questions, "
+                "answered together.",
+                "items": QUESTION_SCHEMA,
+            }
+        ),
+    ] = None
+    context: Annotated[
+        Any,
+        WithJsonSchema(
+            {
+                "type": "string",
+                "maxLength": q.MAX_CONTEXT_CHARS,
+                "description": "Why you ask: what you found and what depends on the answer.",
+            }
+        ),
+    ] = None
+    context_paragraphs: Annotated[
+        Any,
+        WithJsonSchema(
+            {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The context as paragraphs (overrides `context` when given).",
+            }
+        ),
+    ] = None
+
+    model_config = ConfigDict(**ToolArgs.model_config, json_schema_extra=_publish_required)
 
 
 async def ask_user_question(ctx: ToolContext, args: AskArgs) -> dict[str, Any]:
