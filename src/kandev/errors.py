@@ -55,3 +55,9 @@ class Forbidden(KandevError):
 
 class RateLimited(KandevError):
     code = "RATE_LIMITED"
+
+
+class Unavailable(KandevError):
+    """Something the server needs is missing on this machine (e.g. no `git` on PATH)."""
+
+    code = "UNAVAILABLE"

@@ -189,3 +189,24 @@ async def test_changes_routes_are_scoped_and_need_a_repository(server, tmp_path:
         ).json()
         r = await client.get(f"/api/v1/tasks/{plain['id']}/changes")
         assert r.status_code == 409 and "repository" in r.json()["error"]
+
+
+async def test_without_git_the_repository_routes_answer_503(
+    server, tmp_path: Path, monkeypatch
+) -> None:
+    repo = make_repo(tmp_path / "project")
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        ws, flow, repository = await _setup(client, repo)
+        empty = tmp_path / "no-git-here"
+        empty.mkdir()
+        monkeypatch.setenv("PATH", str(empty))  # the server runs in this process
+        r = await client.post(
+            f"/api/v1/workspaces/{ws['id']}/repositories", json={"path": str(repo)}
+        )
+        assert r.status_code == 503, r.text
+        assert r.json() == {
+            "error": "git is not installed (no `git` on PATH); install git to use repositories"
+        }
+        body = {"workspace_id": ws["id"], "workflow_id": flow["id"], "title": "t"}
+        r = await client.post("/api/v1/tasks", json={**body, "repository_id": repository["id"]})
+        assert r.status_code == 503 and "git is not installed" in r.json()["error"]

@@ -133,3 +133,30 @@ async def test_tasks_name_a_repository_and_a_base_branch(database_url: str, tmp_
         assert plain["repository_id"] is None and plain["branch"] is None
         r = await client.delete(f"{base}/{repository['id']}")
         assert r.status_code == 409 and "task" in r.json()["error"]
+
+
+async def test_deleting_a_workspace_deletes_its_repository_registrations(
+    sqlite_services: Services, tmp_path: Path
+) -> None:
+    from sqlalchemy import func, select
+
+    from kandev.db.tables import repositories
+
+    repo = make_repo(tmp_path / "project")
+    services = sqlite_services
+    gone = await services.workspaces.create_workspace(WorkspaceCreate(name="gone"))
+    kept = await services.workspaces.create_workspace(WorkspaceCreate(name="kept"))
+    for ws in (gone, kept):
+        await services.repositories.create_repository(ws.id, RepositoryCreate(path=str(repo)))
+    before = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
+    await services.workspaces.delete_workspace(gone.id)
+    async with services.db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(repositories.c.workspace_id, func.count()).group_by(
+                    repositories.c.workspace_id
+                )
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [(kept.id, 1)]
+    assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == before

@@ -23,6 +23,7 @@ STATUS_BY_ERROR: dict[type[errors.KandevError], int] = {
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
     errors.RateLimited: 429,
+    errors.Unavailable: 503,
 }
 
 

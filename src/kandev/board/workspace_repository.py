@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.sql import workspace_visible
 from kandev.board.models import Workspace
-from kandev.db.tables import workflow_steps, workflows, workspaces
+from kandev.db.tables import repositories, workflow_steps, workflows, workspaces
 
 
 async def insert_workspace(
@@ -62,8 +62,10 @@ async def update_workspace(
 
 
 async def delete_workspace(conn: AsyncConnection, workspace_id: str) -> None:
-    """The workspace and its workflows with their steps (the caller checked it has no tasks)."""
+    """The workspace, its workflows with their steps and its repository registrations (the
+    caller checked it has no tasks; a registration is only a row: the checkout stays)."""
     flows = select(workflows.c.id).where(workflows.c.workspace_id == workspace_id)
     await conn.execute(delete(workflow_steps).where(workflow_steps.c.workflow_id.in_(flows)))
     await conn.execute(delete(workflows).where(workflows.c.workspace_id == workspace_id))
+    await conn.execute(delete(repositories).where(repositories.c.workspace_id == workspace_id))
     await conn.execute(delete(workspaces).where(workspaces.c.id == workspace_id))

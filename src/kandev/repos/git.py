@@ -15,14 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kandev.errors import KandevError
+from kandev.errors import KandevError, Unavailable
 
 GIT_TIMEOUT_SECONDS = 60.0
 GIT_MISSING = "git is not installed (no `git` on PATH); install git to use repositories"
 
 
-class GitUnavailable(KandevError):
-    """No git binary: nothing that needs git can work."""
+class GitUnavailable(Unavailable):
+    """No git binary: nothing that needs git can work (503)."""
 
 
 class GitFailed(KandevError):
