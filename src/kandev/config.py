@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     trust_proxy: str = ""
     # Largest request body accepted, in bytes (413 beyond it, before parsing).
     max_body_bytes: int = 1024 * 1024
+    # Seconds an agent has to start: spawn, ACP initialize, authenticate, session/new or load
+    # (a cold `npx --yes` download of an adapter counts against it).
+    agent_start_timeout: float = Field(default=120.0, gt=0)
     # Startup failures print a traceback instead of one line.
     debug: bool = False
 

@@ -357,7 +357,9 @@ async def test_an_agent_that_never_answers_times_out_and_is_killed(
     with anyio.fail_after(WAIT_SECONDS), pytest.raises(AgentFailed) as failed:
         await AcpRuntime(init_timeout=0.5).start(launch_for(tmp_path, command=command), recorder)
 
-    assert str(failed.value).startswith("agent did not answer ACP initialize")
+    assert str(failed.value).startswith(
+        "agent did not start within 0.5 s (KANDEV_AGENT_START_TIMEOUT): no answer to ACP initialize"
+    )
     assert not pid_exists(int(pid_file.read_text()))
     assert recorder.log == []
 

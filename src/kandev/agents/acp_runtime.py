@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -33,7 +34,9 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
     AcpMcpServer,
+    AuthMethodAgent,
     ClientCapabilities,
+    EnvVarAuthMethod,
     FileSystemCapabilities,
     HttpHeader,
     HttpMcpServer,
@@ -41,6 +44,7 @@ from acp.schema import (
     InitializeResponse,
     McpServerStdio,
     SseMcpServer,
+    TerminalAuthMethod,
 )
 
 from kandev import __version__
@@ -51,6 +55,7 @@ from kandev.agents.process_repository import ProcessRecord
 from kandev.agents.processes import SESSION_ENV, AgentProcessLedger
 from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
 from kandev.agents.stderr_tail import STDERR_MAX_LINE, STDERR_TAIL_LINES, StderrTail
+from kandev.log_fields import log_event
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,30 @@ T = TypeVar("T")
 MCP_SERVER_NAME = "kandev"
 EXIT_DRAIN_SECONDS = 1.0  # after the process exits, how long to wait for its pipes to drain
 GUARD_SCRIPT = str(Path(__file__).with_name("process_guard.py"))
+DEFAULT_START_TIMEOUT = 120.0  # seconds for spawn → initialize → (authenticate) → session/new
+# An environment variable named in an auth method's name or description (adapters that
+# advertise plain methods, e.g. codex-acp's "Use OPENAI_API_KEY", name their variable there).
+ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+
+AuthMethod = EnvVarAuthMethod | TerminalAuthMethod | AuthMethodAgent
+
+
+def auth_method_env(method: AuthMethod) -> list[str]:
+    """The environment variables an auth method needs (empty: not an env-var method)."""
+    if isinstance(method, EnvVarAuthMethod):
+        return [var.name for var in method.vars if not var.optional]
+    if isinstance(method, TerminalAuthMethod):
+        return []  # needs a person at a terminal
+    return ENV_NAME.findall(f"{method.id} {method.name} {method.description or ''}")
+
+
+def choose_auth_method(methods: list[AuthMethod], env: Mapping[str, str]) -> AuthMethod | None:
+    """The first advertised method whose environment variables are all set (non-empty)."""
+    for method in methods:
+        needed = auth_method_env(method)
+        if needed and all(env.get(name) for name in needed):
+            return method
+    return None
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -136,6 +165,8 @@ class AcpAgentHandle:
             self._recorded.set()
         self._stderr = StderrTail()
         self._acp_session_id = ""
+        self._auth_method = ""  # the ACP auth method used, if any
+        self._start_deadline: float | None = None  # loop time by which start() must be done
         self._resumed = False
         self._ready = False  # start() finished: exits from now on are reported
         self._stopping = False
@@ -153,7 +184,9 @@ class AcpAgentHandle:
         self._acp_out = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
         self._stray_stdout = StderrTail(keep=5)
         self._on_prompt_sent: Callable[[], None] | None = None
-        client = KandevAcpClient(self._on_session_update, permission_policy or AutoAllowPolicy())
+        client = KandevAcpClient(
+            self._on_session_update, permission_policy or AutoAllowPolicy(), launch.session_id
+        )
         self._conn = connect_to_agent(
             # The SDK routes only the methods a client defines; its Client Protocol lists all.
             client,  # type: ignore[arg-type]
@@ -273,6 +306,7 @@ class AcpAgentHandle:
                 f"agent speaks ACP protocol version {init.protocol_version}, "
                 f"Kandev speaks version {PROTOCOL_VERSION}"
             )
+        await self._authenticate(list(init.auth_methods or []), limit_s)
 
         mcp_servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
             HttpMcpServer(
@@ -314,19 +348,61 @@ class AcpAgentHandle:
         except RequestError as exc:
             hint = ""
             if exc.code == -32000:  # auth_required
-                hint = " (log in with the agent's own command line first)"
+                hint = f" ({self._auth_hint(list(init.auth_methods or []))})"
             message = f"agent refused ACP session/new{hint}: {_error_text(exc)}"
             raise AgentFailed(self._with_stderr(message)) from None
         self._acp_session_id = new.session_id
 
-    async def _step(self, what: str, request: Awaitable[T], limit_s: float) -> T:
-        """One start-up request; every failure but an ACP error answer becomes AgentFailed."""
+    async def _authenticate(self, methods: list[AuthMethod], limit_s: float) -> None:
+        """ACP authenticate with the first advertised method the agent's env satisfies."""
+        # The agent's own environment (as start() builds it): Kandev's, the profile's on top.
+        method = choose_auth_method(methods, {**os.environ, **self._launch.env})
+        if method is None:
+            return  # nothing Kandev can satisfy: the agent may be logged in already
         try:
-            return await self._call(request, timeout_s=limit_s)
+            await self._step("authenticate", self._conn.authenticate(method_id=method.id), limit_s)
+        except RequestError as exc:
+            message = (
+                f"agent refused ACP authenticate with method {method.id!r}: {_error_text(exc)}"
+            )
+            raise AgentFailed(self._with_stderr(message)) from None
+        self._auth_method = method.id
+        log_event(
+            log,
+            logging.INFO,
+            "agent authenticated",
+            session_id=self._launch.session_id,
+            auth_method=method.id,
+        )
+
+    def _auth_hint(self, methods: list[AuthMethod]) -> str:
+        envs = sorted({name for method in methods for name in auth_method_env(method)})
+        if envs:
+            return (
+                "set "
+                + " or ".join(envs)
+                + " in the profile env, or log in with the agent's own command line first"
+            )
+        return "log in with the agent's own command line first"
+
+    async def _step(self, what: str, request: Awaitable[T], limit_s: float) -> T:
+        """One start-up request; every failure but an ACP error answer becomes AgentFailed.
+
+        `limit_s` is the whole start's limit: each step gets what is left of it.
+        """
+        loop = asyncio.get_running_loop()
+        if self._start_deadline is None:
+            self._start_deadline = loop.time() + limit_s
+        remaining = max(self._start_deadline - loop.time(), 0.0)
+        try:
+            return await self._call(request, timeout_s=remaining)
         except RequestError:
             raise
         except TimeoutError:
-            message = f"agent did not answer ACP {what} within {limit_s:g} s"
+            message = (
+                f"agent did not start within {limit_s:g} s (KANDEV_AGENT_START_TIMEOUT): "
+                f"no answer to ACP {what}"
+            )
         except _ProcessEnded:
             message = f"agent did not answer ACP {what} ({self._exit_summary()})"
         except Exception as exc:
@@ -489,6 +565,16 @@ class AcpAgentHandle:
         await self._forget_process()  # before _exited: stop() returns with the record gone
         await asyncio.wait({self._stderr_task, self._stdout_task}, timeout=EXIT_DRAIN_SECONDS)
         self._exit_reason = self._with_stderr(self._broken_reason or _describe_exit(returncode))
+        if self._ready:  # a failed start is logged once, as "agent start failed"
+            log_event(
+                log,
+                logging.WARNING if unexpected else logging.INFO,
+                "agent exited",
+                session_id=self._launch.session_id,
+                pid=self._proc.pid,
+                **_exit_fields(returncode),
+                expected=not unexpected,
+            )
         self._exited.set()
         if not unexpected or self._exit_reported:
             return
@@ -558,6 +644,19 @@ def _can_load(init: InitializeResponse) -> bool:
     return bool(caps is not None and caps.load_session)
 
 
+def _exit_fields(returncode: int | None) -> dict[str, object]:
+    """`code` and `signal` of an exit (a negative return code is the signal)."""
+    if returncode is None:
+        return {}
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return {"code": returncode, "signal": name}
+    return {"code": returncode}
+
+
 def _describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -580,17 +679,21 @@ class AcpRuntime:
     def __init__(
         self,
         *,
-        init_timeout: float = 30.0,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
         stop_grace: float = 5.0,
         ledger: AgentProcessLedger | None = None,
         permission_policy: PermissionPolicy | None = None,
+        init_timeout: float | None = None,  # the former name of start_timeout
     ) -> None:
-        self.init_timeout = init_timeout
+        # Seconds from spawning the agent to its open session (initialize, authenticate,
+        # session/new or load): a cold `npx --yes` download counts against it.
+        self.start_timeout = start_timeout if init_timeout is None else init_timeout
         self.stop_grace = stop_grace
         self.ledger = ledger
         self.permission_policy = permission_policy or AutoAllowPolicy()
 
     async def start(self, launch: AgentLaunch, events: AgentEvents) -> AcpAgentHandle:
+        started = asyncio.get_running_loop().time()
         argv = resolve_command(launch.command)
         cwd = Path(launch.cwd)
         if not await asyncio.to_thread(os.path.isdir, cwd):
@@ -630,15 +733,39 @@ class AcpRuntime:
             ledger=self.ledger,
             permission_policy=self.permission_policy,
         )
+        handle._start_deadline = started + self.start_timeout
         try:
             if self.ledger is not None:
                 await handle._record_process()
-            await handle._open(self.init_timeout)
-        except BaseException:
+            await handle._open(self.start_timeout)
+        except BaseException as exc:
+            returncode = process.returncode  # its own exit, not the stop below
             await asyncio.shield(handle.stop())
+            if isinstance(exc, AgentFailed):
+                log_event(
+                    log,
+                    logging.WARNING,
+                    "agent start failed",
+                    session_id=launch.session_id,
+                    pid=process.pid,
+                    **_exit_fields(returncode),
+                    reason=str(exc).split("; last stderr lines:", 1)[0],
+                )
             raise
         handle._mark_ready()
         if not handle.alive:  # died right after answering; report it like any exit
             await asyncio.shield(handle.stop())
             raise AgentFailed(handle._death_reason())
+        log_event(
+            log,
+            logging.INFO,
+            "agent started",
+            session_id=launch.session_id,
+            pid=process.pid,
+            command=argv[0],
+            acp_session_id=handle.acp_session_id,
+            resumed=handle.resumed,
+            auth_method=handle._auth_method or None,
+            seconds=round(asyncio.get_running_loop().time() - started, 3),
+        )
         return handle
