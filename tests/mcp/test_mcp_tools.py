@@ -20,7 +20,12 @@ BUILT_TOOLS = {
     "list_task_sessions_kandev",
     "move_task_kandev",
 }
-ANSWERING_TOOLS = {"answer_question_kandev", "list_pending_questions_kandev"}
+ANSWERING_TOOLS = {
+    "answer_question_kandev",
+    "list_pending_questions_kandev",
+    "answer_permission_kandev",
+    "list_pending_permissions_kandev",
+}
 
 
 async def _tool_names(client) -> set[str]:

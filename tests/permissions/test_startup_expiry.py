@@ -30,13 +30,17 @@ async def _open_request(services: Services) -> tuple[str, asyncio.Task[str | Non
     await services.sessions.prompt(session["id"], "go")
     stream = services.bus.subscribe()
     waiting = asyncio.create_task(services.permissions.decide(session["id"], TOOL_CALL, OPTIONS))
+    pending_id = None
     try:
-        while True:  # the durable row is announced once it is written
+        # The durable row is announced, then the session waits (its last write).
+        while True:
             event = await stream.next(timeout=30)
             assert event is not None, "no permission request was announced"
             message = event.data.get("message") or {}
             if message.get("type") == "permission_request":
-                return message["metadata"]["pending_id"], waiting
+                pending_id = message["metadata"]["pending_id"]
+            if event.data.get("state") == "WAITING_FOR_INPUT" and pending_id is not None:
+                return pending_id, waiting
     finally:
         stream.close()
 

@@ -97,6 +97,14 @@ async def find_request(conn: AsyncConnection, pending_id: str) -> Message | None
     return Message.from_row(rows[0]) if rows else None
 
 
+async def has_open_requests(conn: AsyncConnection, session_id: str) -> bool:
+    """The session still waits on another permission request (an agent may ask several)."""
+    found = await conn.execute(
+        select(messages.c.id).where(messages.c.session_id == session_id, is_open()).limit(1)
+    )
+    return found.first() is not None
+
+
 async def claim_request(
     conn: AsyncConnection, pending_id: str, status: str, decision: dict[str, Any], now: datetime
 ) -> Message | None:

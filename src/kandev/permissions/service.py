@@ -20,6 +20,8 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.auth.identity import current_identity
 from kandev.board import agent_profile_repository as profiles_repo
 from kandev.catalog.messages import (
@@ -184,7 +186,13 @@ class PermissionService:
         if claimed is None:
             return await self._loser(pending_id)
         log.info("permission %s %s (%s) via %s", pending_id, status, option_id, via or "-")
-        await self.recorder.mark_answered_live(claimed.session_id)
+        session_id = claimed.session_id
+
+        async def still_waiting(conn: AsyncConnection) -> bool:
+            return await repo.has_open_requests(conn, session_id)
+
+        # Back to RUNNING, unless the agent waits on another request of the same turn.
+        await self.recorder.mark_answered_live(session_id, still_waiting=still_waiting)
         await self.recorder.publish_messages([claimed])
         self._wake(pending_id, option_id)
         return {"pending_id": pending_id, "claimed": True, "status": status, "option_id": option_id}
