@@ -1,0 +1,121 @@
+"""PermissionService on both databases: the one claim under concurrency, validation before
+the claim, visibility through the task, policies without an agent process."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kandev.auth.identity import Identity, acting_as
+from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
+from kandev.clock import ManualClock
+from kandev.errors import Conflict, NotFound, ValidationFailed
+from kandev.services import Services
+from kandev.sessions.inputs import SessionCreate
+
+TOOL_CALL = {"tool_call_id": "c1", "title": "Run tests", "kind": "execute", "raw_input": None}
+OPTIONS = [
+    {"option_id": "yes", "name": "Allow", "kind": "allow_once"},
+    {"option_id": "no", "name": "Reject", "kind": "reject_once"},
+]
+
+
+async def _waiting(
+    services: Services, owner: Identity | None = None
+) -> tuple[str, str, asyncio.Task[str | None]]:
+    """A session without a managed agent blocked on a permission request:
+    (session id, pending id, the blocked decide call)."""
+    with acting_as(owner):
+        ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
+        flow = await services.workflows.create_workflow(
+            WorkflowCreate(workspace_id=ws.id, name="f")
+        )
+        task = await services.tasks.create_task(
+            TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
+        )
+        session = await services.sessions.create_session(task.id, SessionCreate())
+        await services.sessions.prompt(session["id"], "go")
+    stream = services.bus.subscribe()
+    blocked = asyncio.create_task(services.permissions.decide(session["id"], TOOL_CALL, OPTIONS))
+    pending_id = None
+    try:
+        while True:
+            event = await stream.next(timeout=30)
+            assert event is not None
+            message = event.data.get("message") or {}
+            if message.get("type") == "permission_request":
+                pending_id = message["metadata"]["pending_id"]
+            if event.data.get("state") == "WAITING_FOR_INPUT" and pending_id is not None:
+                return session["id"], pending_id, blocked
+    finally:
+        stream.close()
+
+
+async def test_many_concurrent_deciders_one_winner(services: Services) -> None:
+    sid, pending_id, blocked = await _waiting(services)
+    choices = ["yes", "no"] * 4
+    results = await asyncio.gather(
+        *(services.permissions.respond(pending_id, c, via="rest") for c in choices)
+    )
+    winners = [r for r in results if r["claimed"]]
+    assert len(winners) == 1
+    [winner] = winners
+    assert all(
+        (r["status"], r["option_id"]) == (winner["status"], winner["option_id"]) for r in results
+    )
+    assert await asyncio.wait_for(blocked, 30) == winner["option_id"]
+    session = await services.sessions.get_session(sid)
+    assert (session["state"], session["pending_action"]) == ("RUNNING", None)
+
+
+async def test_an_option_not_offered_writes_nothing(services: Services) -> None:
+    _, pending_id, blocked = await _waiting(services)
+    for bad in ("maybe", "", None):
+        with pytest.raises(ValidationFailed) as raised:
+            await services.permissions.respond(pending_id, bad)
+        assert raised.value.field == "option_id"
+    listed = await services.permissions.list_pending()
+    assert [p["pending_id"] for p in listed["permissions"]] == [pending_id]
+    assert not blocked.done()
+    won = await services.permissions.respond(pending_id, "no")
+    assert (won["claimed"], won["status"]) == (True, "rejected")
+    assert await asyncio.wait_for(blocked, 30) == "no"
+
+
+async def test_foreign_is_the_unknown_404_and_invisible_in_the_list(services: Services) -> None:
+    alice, bob = Identity("alice"), Identity("bob")
+    _, pending_id, blocked = await _waiting(services, alice)
+    with acting_as(bob):
+        with pytest.raises(NotFound) as foreign:
+            await services.permissions.respond(pending_id, "yes")
+        with pytest.raises(NotFound) as unknown:
+            await services.permissions.respond("fabricated", "yes")
+        assert str(foreign.value) == str(unknown.value)
+        assert (await services.permissions.list_pending())["count"] == 0
+    with acting_as(alice):
+        assert (await services.permissions.list_pending())["count"] == 1
+        assert (await services.permissions.respond(pending_id, "yes"))["claimed"] is True
+    assert await asyncio.wait_for(blocked, 30) == "yes"
+
+
+async def test_ending_the_session_expires_and_cancels(services: Services) -> None:
+    sid, pending_id, blocked = await _waiting(services)
+    await services.sessions.stop(sid, "CANCELLED")
+    assert await asyncio.wait_for(blocked, 30) is None  # the agent's call: cancelled
+    with pytest.raises(Conflict):
+        await services.permissions.respond(pending_id, "yes")
+
+
+async def test_list_pages_oldest_first(services: Services, clock: ManualClock) -> None:
+    first = await _waiting(services)
+    clock.advance(seconds=5)
+    second = await _waiting(services)
+    page = await services.permissions.list_pending(limit=1)
+    assert [p["pending_id"] for p in page["permissions"]] == [first[1]]
+    assert page["next_cursor"]
+    rest = await services.permissions.list_pending(cursor=page["next_cursor"], limit=1)
+    assert [p["pending_id"] for p in rest["permissions"]] == [second[1]]
+    assert rest["next_cursor"] == ""
+    for _, _, blocked in (first, second):
+        blocked.cancel()
