@@ -39,6 +39,7 @@ from kandev.clock import Clock, isoformat
 from kandev.db.engine import Database
 from kandev.errors import Conflict, NotFound, ValidationFailed
 from kandev.ids import IdFactory
+from kandev.log_fields import log_event
 from kandev.permissions import repository as repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
@@ -104,11 +105,12 @@ class PermissionService:
         title = tool_call.get("title", "")
         if allow_listed(allow, tool_call) or policy == "allow":
             chosen = first_option(options, ALLOW_KINDS)
-            log.info("permission %r of session %s allowed by policy", title, session_id)
+            self._log("permission allowed by policy", session_id, title=title, option_id=chosen)
             return chosen
         if policy == "deny":
-            log.info("permission %r of session %s denied by policy", title, session_id)
-            return first_option(options, REJECT_KINDS)
+            chosen = first_option(options, REJECT_KINDS)
+            self._log("permission denied by policy", session_id, title=title, option_id=chosen)
+            return chosen
         return await self._ask(session_id, session.task_id, tool_call, options)
 
     async def _ask(
@@ -142,11 +144,14 @@ class PermissionService:
                     options=options,
                     now=now,
                 )
-            log.info(
-                "permission %s asked by session %s: %r",
-                pending_id,
+            self._log(
+                "permission asked",
                 session_id,
-                tool_call.get("title", ""),
+                pending_id=pending_id,
+                task_id=task_id,
+                turn_id=turn_id,
+                title=tool_call.get("title", ""),
+                kind=tool_call.get("kind") or None,
             )
             await self.recorder.publish_messages([row], added=True)
             await self.recorder.mark_waiting(session_id)
@@ -185,7 +190,15 @@ class PermissionService:
             claimed = await repo.claim_request(conn, pending_id, status, decision, self.clock.now())
         if claimed is None:
             return await self._loser(pending_id)
-        log.info("permission %s %s (%s) via %s", pending_id, status, option_id, via or "-")
+        self._log(
+            "permission answered",
+            claimed.session_id,
+            pending_id=pending_id,
+            task_id=claimed.task_id,
+            status=status,
+            option_id=option_id,
+            via=via or None,
+        )
         session_id = claimed.session_id
 
         async def still_waiting(conn: AsyncConnection) -> bool:
@@ -272,14 +285,16 @@ class PermissionService:
 
     async def _expired(self, rows: list[Message]) -> int:
         for row in rows:
-            log.info(
-                "permission %s of session %s expired",
-                row.metadata.get(PENDING_ID_KEY),
-                row.session_id,
+            self._log(
+                "permission expired", row.session_id, pending_id=row.metadata.get(PENDING_ID_KEY)
             )
             self._wake(str(row.metadata.get(PENDING_ID_KEY)), None)
         await self.recorder.publish_messages(rows)
         return len(rows)
+
+    @staticmethod
+    def _log(event: str, session_id: str, **fields: Any) -> None:
+        log_event(log, logging.INFO, event, session_id=session_id, **fields)
 
     def _wake(self, pending_id: str, option_id: str | None) -> None:
         waiter = self._waiters.get(pending_id)
