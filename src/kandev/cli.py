@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kandev import __version__
-from kandev.cli_admin import token_app, user_app
+from kandev.cli_admin import gc_command, token_app, user_app
 from kandev.cli_board import task_app, workspace_app
 from kandev.cli_permissions import permissions_app
 from kandev.cli_questions import questions_app
@@ -45,6 +45,7 @@ app.add_typer(
 )
 app.add_typer(user_app, name="user", help="Manage users (offline, against the database).")
 app.add_typer(token_app, name="token", help="Manage personal access tokens (offline).")
+app.command("gc")(gc_command)
 
 
 def _version(value: bool) -> None:

@@ -1,4 +1,4 @@
-"""Offline admin commands: `kandev user create` and `kandev token create`.
+"""Offline admin commands: `kandev user create`, `kandev token create` and `kandev gc`.
 
 They open the configured database directly (migrating it first, like the server does), so
 the first admin and a first token can be made before the server ever runs. Register with
@@ -8,6 +8,7 @@ the first admin and a first token can be made before the server ever runs. Regis
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -123,3 +124,41 @@ def token_create(
     raw = run_offline(settings, action)
     typer.echo("token created; it is shown only this once:", err=True)
     typer.echo(raw)
+
+
+def gc_command(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Remove worktrees (and their spare branches) of deleted tasks, and worktree
+    directories git no longer knows; report the disk reclaimed."""
+    settings = load_settings(data_dir, database_url)
+
+    async def action(services: Services) -> dict[str, Any]:
+        return (await services.worktree_gc.collect(dry_run=dry_run)).to_json()
+
+    report = run_offline(settings, action)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        verb = "would remove" if dry_run else "removed"
+        for item in report["removed"]:
+            what = "worktree" if item["kind"] == "worktree" else "directory (unknown to git)"
+            line = f"{verb} {what} {item['path']}"
+            if item["branch"]:
+                kept = "deleted" if item["branch_deleted"] else "kept: it has unmerged commits"
+                if item["branch_deleted"] and dry_run:
+                    kept = "would be deleted"
+                line += f" (branch {item['branch']} {kept})"
+            typer.echo(line)
+        for error in report["errors"]:
+            typer.echo(f"could not remove {error}", err=True)
+        total = len(report["removed"])
+        reclaimed = "would reclaim" if dry_run else "reclaimed"
+        typer.echo(f"{total} removed, {reclaimed} {report['reclaimed']} ({report['bytes']} bytes)")
+    if report["errors"]:
+        raise typer.Exit(1)

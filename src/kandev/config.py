@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     # Seconds an agent has to start: spawn, ACP initialize, authenticate, session/new or load
     # (a cold `npx --yes` download of an adapter counts against it).
     agent_start_timeout: float = Field(default=120.0, gt=0)
+    # Seconds between sweeps for worktrees of deleted tasks (`kandev gc`); 0 = no sweep.
+    worktree_sweep_seconds: float = Field(default=3600.0, ge=0)
     # Startup failures print a traceback instead of one line.
     debug: bool = False
 

@@ -34,6 +34,7 @@ from kandev.pending.describe import PendingDescriber
 from kandev.pending.presenter import TaskPresenter
 from kandev.permissions.service import PermissionService
 from kandev.repos.changes import ChangesService
+from kandev.repos.gc import WorktreeCollector
 from kandev.repos.git import GitRunner
 from kandev.repos.service import RepositoryService
 from kandev.repos.worktrees import WorktreeService
@@ -91,6 +92,7 @@ class Services:
     changes: ChangesService
     events: EventsService
     presenter: TaskPresenter
+    worktree_gc: WorktreeCollector
 
     @cached_property
     def surface(self) -> SurfaceServices:
@@ -135,6 +137,10 @@ class Services:
         await self.moves.drop_orphaned()
         # After each agent turn, a task on a repository announces changed changes.
         self.orchestrator.run_in_background(self.changes.follow_turns())
+        # Worktrees that deleted tasks left behind go every so often (0 = never).
+        if self.settings.worktree_sweep_seconds > 0:
+            sweep = self.worktree_gc.sweep_forever(self.settings.worktree_sweep_seconds)
+            self.orchestrator.run_in_background(sweep)
         if recovered.undelivered:
             # Answers claimed before the crash but never confirmed delivered reach their
             # agents as resumed turns, in the background (the start does not wait for them).
@@ -248,5 +254,6 @@ def build_services(
         changes=changes,
         events=EventsService(db, access, bus),
         presenter=TaskPresenter(db),
+        worktree_gc=WorktreeCollector(db, git, settings),
     )
     return services

@@ -79,3 +79,21 @@ async def set_task_worktree(
         .where(tasks.c.id == task_id)
         .values(branch=branch, worktree_path=worktree_path, updated_at=now)
     )
+
+
+async def task_ids(conn: AsyncConnection) -> set[str]:
+    """Every task's id (archived ones too): what the worktree collector keeps."""
+    return {row.id for row in await conn.execute(select(tasks.c.id))}
+
+
+async def task_exists(conn: AsyncConnection, task_id: str) -> bool:
+    return (await conn.execute(select(tasks.c.id).where(tasks.c.id == task_id))).first() is not None
+
+
+async def branch_in_use(conn: AsyncConnection, branch: str) -> bool:
+    stmt = select(tasks.c.id).where(tasks.c.branch == branch).limit(1)
+    return (await conn.execute(stmt)).first() is not None
+
+
+async def repository_paths(conn: AsyncConnection) -> set[str]:
+    return {row.path for row in await conn.execute(select(repositories.c.path))}
