@@ -6,6 +6,7 @@ loser is told what the winner decided.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,9 +27,12 @@ from kandev.db.engine import Database
 from kandev.errors import Conflict
 from kandev.faults import fault_point
 from kandev.ids import IdFactory
+from kandev.log_fields import log_event
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
+
+log = logging.getLogger(__name__)
 
 
 class ResolveBundle:
@@ -81,6 +85,16 @@ class ResolveBundle:
                 answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
         if claimed is None:
             return await self._loser(pending_id)
+        log_event(
+            log,
+            logging.INFO,
+            "question answered",
+            pending_id=pending_id,
+            session_id=bundle.session_id,
+            task_id=bundle.task_id,
+            status=outcome.status,
+            via=via or None,
+        )
         if answer is not None:
             await self.recorder.publish_messages([answer], added=True)
         fault_point("after_claim")

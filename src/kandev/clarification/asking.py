@@ -34,6 +34,7 @@ from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict, NotFound, ValidationFailed
 from kandev.ids import IdFactory
+from kandev.log_fields import log_event
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.access import AccessRules
@@ -174,6 +175,16 @@ class Asking:
                 now=now,
                 new_id=self.new_id,
             )
+        log_event(
+            log,
+            logging.INFO,
+            "question asked",
+            pending_id=pending_id,
+            session_id=session_id,
+            task_id=task_id,
+            turn_id=turn_id,
+            questions=len(questions),
+        )
         await self.recorder.publish_messages(rows, added=True)
 
     async def request(self, body: Any) -> str:

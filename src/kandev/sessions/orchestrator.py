@@ -23,6 +23,7 @@ from kandev.catalog.states import CANCELLED, FAILED, IDLE, STARTING
 from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.faults import fault_point
+from kandev.log_fields import log_event
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.models import Message, Session
 from kandev.sessions.recorder import SessionRecorder
@@ -138,9 +139,20 @@ class Orchestrator:
             live.launching = False
             await self._fail(session_id, f"the agent could not be started: {exc}")
             return
-        live.launching = False
-        await self.recorder.set_state(session_id, IDLE, only_from=(STARTING,))
-        await self.dispatch_queued(session_id)
+        await self._first_turn_or_idle(session_id)
+
+    async def _first_turn_or_idle(self, session_id: str) -> None:
+        """The agent is up: a queued prompt (the session's initial one) starts its turn at
+        once, STARTING → RUNNING, so the session never reports IDLE before its first turn;
+        with nothing queued it is IDLE."""
+        live = self.live(session_id)
+        async with live.lock:
+            live.launching = False
+            started = None if live.stopping else await self._start_next_queued(live, session_id)
+            if started is None:
+                await self.recorder.set_state(session_id, IDLE, only_from=(STARTING,))
+        if started is not None:
+            self._spawn(self._run_turn(session_id, *started))
 
     async def _ensure_agent(self, session_id: str) -> AgentHandle:
         live = self.live(session_id)
@@ -299,17 +311,26 @@ class Orchestrator:
         async with live.lock:
             if live.turn_id is not None or live.stopping or live.launching:
                 return
-            queued = await self.recorder.pop_prompt(session_id)
-            if queued is None:
-                return
-            async with self.db.read() as conn:
-                session = await sessions_repo.get_session(conn, session_id)
-            if session is None or session.is_terminal:
-                return
-            self._supersede(session_id)
-            turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
-            await self._begin_live_turn(live, session, turn.id)
-        self._spawn(self._run_turn(session_id, turn.id, queued["content"]))
+            started = await self._start_next_queued(live, session_id)
+        if started is not None:
+            self._spawn(self._run_turn(session_id, *started))
+
+    async def _start_next_queued(
+        self, live: LiveSession, session_id: str
+    ) -> tuple[str, str] | None:
+        """Under the session's lock: the next queued prompt becomes the running turn;
+        returns (turn id, prompt) for _run_turn, or None when nothing was started."""
+        queued = await self.recorder.pop_prompt(session_id)
+        if queued is None:
+            return None
+        async with self.db.read() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+        if session is None or session.is_terminal:
+            return None
+        self._supersede(session_id)
+        turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
+        await self._begin_live_turn(live, session, turn.id)
+        return turn.id, queued["content"]
 
     def _supersede(self, session_id: str) -> None:
         for superseded in self.hooks.superseded:
@@ -387,9 +408,19 @@ class Orchestrator:
         live.stopping = True
         if live.handle is not None:
             await live.handle.stop()
-        await self.recorder.end_session(
+        ended = await self.recorder.end_session(
             session_id, state, revoke=self.agent_tokens.revoke_for_session
         )
+        if ended is not None:
+            log_event(
+                log,
+                logging.INFO,
+                "session stopped",
+                session_id=session_id,
+                task_id=ended.task_id,
+                state=state,
+                turn_id=live.turn_id,
+            )
         await self._session_ended(session_id)
         self._live.pop(session_id, None)
 
@@ -402,9 +433,19 @@ class Orchestrator:
         live.stopping = True
         if live.handle is not None:
             await live.handle.stop()
-        await self.recorder.end_session(
+        ended = await self.recorder.end_session(
             session_id, FAILED, reason, revoke=self.agent_tokens.revoke_for_session
         )
+        if ended is not None:
+            log_event(
+                log,
+                logging.WARNING,
+                "session failed",
+                session_id=session_id,
+                task_id=ended.task_id,
+                turn_id=live.turn_id,
+                reason=reason.split("; last stderr lines:", 1)[0],
+            )
         await self._session_ended(session_id)
         self._live.pop(session_id, None)
 

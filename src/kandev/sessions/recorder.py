@@ -169,7 +169,23 @@ class SessionRecorder:
             await messages_repo.clear_queue(conn, session_id)
             if revoke is not None:
                 await revoke(conn, session_id)
-            return await self._state_event(conn, events, session_id, session.state)
+            ended = await self._state_event(conn, events, session_id, session.state)
+            await self._task_out_of_progress(conn, events, session)
+            return ended
+
+    async def _task_out_of_progress(
+        self, conn: AsyncConnection, events: PendingEvents, ended: Session
+    ) -> None:
+        """A session ended: its task, if IN_PROGRESS and no other session of it is running,
+        goes to REVIEW (a person looks at what happened; reference: stop_task_kandev)."""
+        task = await task_repository.get_task(conn, ended.task_id)
+        if task is None or task.state != TASK_IN_PROGRESS:
+            return
+        for other in await sessions_repo.list_task_sessions(conn, ended.task_id):
+            if other.id != ended.id and other.state in (STARTING, RUNNING):
+                return
+        owner_id = await task_owner_id(conn, ended.task_id)
+        await self._set_task_state(conn, events, ended.task_id, TASK_REVIEW, owner_id)
 
     # --- turns --------------------------------------------------------------------------
 
