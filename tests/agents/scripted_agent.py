@@ -23,6 +23,7 @@ Prompts (the first word picks the behaviour):
                  checked out there (``git rev-parse --abbrev-ref HEAD``).
 - ``write PATH TEXT`` writes TEXT (plus a newline) to PATH relative to its session cwd;
                  replies ``wrote PATH``.
+- ``auth-required`` fails the prompt with ACP "Authentication required" (-32000).
 - ``whoami``     replies with JSON: how the session was opened (new/load), its id, cwd,
                  the MCP servers it was given (with their headers) and $SCRIPTED_AGENT_PROBE.
 
@@ -278,6 +279,8 @@ class ScriptedAgent:
             relative, _, content = rest.partition(" ")
             await asyncio.to_thread(_write_file, os.path.join(session.cwd, relative), content)
             await self._say(session_id, f"wrote {relative}")
+        elif command == "auth-required":  # an adapter that checks its login on first use
+            raise RequestError.auth_required()
         elif command == "whoami":
             await self._say(session_id, self._whoami(session_id, session))
         else:

@@ -149,3 +149,17 @@ async def test_a_failed_start_is_logged(
     )
     assert failed.kandev_fields["reason"].startswith("agent did not start within 2 s")
     assert "\n" not in failed.getMessage()
+
+
+async def test_a_prompt_refused_for_authentication_names_the_variables(
+    tmp_path, start_agent: StartAgent, recorder: Recorder
+) -> None:
+    env = {"SCRIPTED_AGENT_AUTH": AUTH_VAR, AUTH_VAR: "sk-test"}
+    handle = await start_agent(launch_for(tmp_path, env=env), recorder)
+
+    with anyio.fail_after(WAIT_SECONDS), pytest.raises(AgentFailed) as failed:
+        await handle.prompt("auth-required")
+    assert str(failed.value) == (
+        f"agent failed the prompt (set SCRIPTED_LEGACY_KEY or {AUTH_VAR} in the profile env, "
+        "or log in with the agent's own command line first): Authentication required"
+    )

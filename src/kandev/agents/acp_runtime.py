@@ -166,6 +166,7 @@ class AcpAgentHandle:
         self._stderr = StderrTail()
         self._acp_session_id = ""
         self._auth_method = ""  # the ACP auth method used, if any
+        self._auth_methods: list[AuthMethod] = []  # what the agent advertised
         self._start_deadline: float | None = None  # loop time by which start() must be done
         self._resumed = False
         self._ready = False  # start() finished: exits from now on are reported
@@ -249,7 +250,10 @@ class AcpAgentHandle:
             await self._drain_updates()  # what it said before dying lands before the failure
             raise AgentFailed(self._death_reason()) from None
         except RequestError as exc:
-            raise AgentFailed(f"agent failed the prompt: {_error_text(exc)}") from None
+            hint = ""
+            if exc.code == -32000:  # auth_required: e.g. an adapter that checks on first use
+                hint = f" ({self._auth_hint(self._auth_methods)})"
+            raise AgentFailed(f"agent failed the prompt{hint}: {_error_text(exc)}") from None
         except (ValueError, TypeError) as exc:  # a malformed answer (pydantic validation)
             message = f"agent sent an invalid answer to ACP session/prompt: {exc}"
             raise AgentFailed(message) from None
@@ -306,7 +310,8 @@ class AcpAgentHandle:
                 f"agent speaks ACP protocol version {init.protocol_version}, "
                 f"Kandev speaks version {PROTOCOL_VERSION}"
             )
-        await self._authenticate(list(init.auth_methods or []), limit_s)
+        self._auth_methods = list(init.auth_methods or [])
+        await self._authenticate(self._auth_methods, limit_s)
 
         mcp_servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
             HttpMcpServer(
@@ -348,7 +353,7 @@ class AcpAgentHandle:
         except RequestError as exc:
             hint = ""
             if exc.code == -32000:  # auth_required
-                hint = f" ({self._auth_hint(list(init.auth_methods or []))})"
+                hint = f" ({self._auth_hint(self._auth_methods)})"
             message = f"agent refused ACP session/new{hint}: {_error_text(exc)}"
             raise AgentFailed(self._with_stderr(message)) from None
         self._acp_session_id = new.session_id
