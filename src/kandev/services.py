@@ -229,7 +229,7 @@ def build_services(
     sessions = SessionService(
         db, clock, id_factory, access, orchestrator, agent_tokens, bus, describer
     )
-    changes = ChangesService(db, git, repositories, bus, sessions)
+    changes = ChangesService(db, git, repositories, bus, sessions, describer)
     services = Services(
         settings=settings,
         db=db,

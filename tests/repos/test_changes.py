@@ -176,3 +176,60 @@ async def test_overlaps_name_other_open_tasks_touching_the_same_files(board: Rep
         {"task_id": two.id, "title": "two", "branch": two.branch, "files": ["README.md"]}
     ]
     assert (await board.services.changes.overlaps(three.id))["overlaps"] == []
+
+
+async def test_commit_and_merge_over_rest_announce_changes_and_totals_reach_the_board(
+    tmp_path,
+) -> None:
+    from tests.api_client import asgi_client
+    from tests.repos.conftest import make_board
+    from tests.repos.git_helpers import make_repo
+
+    repo = make_repo(tmp_path / "project", {"README.md": "# demo\n"})
+    async with asgi_client(tmp_path) as client:
+        services = client.services
+        board = await make_board(services, repo)
+        task = await board.task("Totals")
+        path, task = await board.worktree(task)
+        (path / "new.txt").write_text("one\ntwo\n")
+        (path / "README.md").write_text("# changed\n")
+        stream = services.bus.subscribe()
+
+        def drained() -> list:
+            seen = []
+            while not stream.queue.empty():
+                seen.append(stream.queue.get_nowait())
+            return [e for e in seen if e.task_id == task.id]
+
+        try:
+            r = await client.get(f"/api/v1/tasks/{task.id}/changes")
+            assert (r.json()["additions"], r.json()["deletions"]) == (3, 1)
+            updated = [e for e in drained() if e.type == "task.updated"]
+            assert [
+                (e.data["task"]["additions"], e.data["task"]["deletions"]) for e in updated
+            ] == [(3, 1)]
+            shown = (await client.get(f"/api/v1/tasks/{task.id}")).json()
+            assert (shown["additions"], shown["deletions"]) == (3, 1)
+            listed = (await client.get(f"/api/v1/tasks?workspace_id={board.workspace_id}")).json()
+            assert [(t["additions"], t["deletions"]) for t in listed["tasks"]] == [(3, 1)]
+            page = await client.get(
+                f"/?workspace={board.workspace_id}&workflow={board.workflow_id}"
+            )
+            assert "+3 \u22121" in page.text
+            assert "+3 \u22121" in (await client.get(f"/tasks/{task.id}")).text
+
+            r = await client.post(f"/api/v1/tasks/{task.id}/commit", json={"message": "work"})
+            assert r.status_code == 200, r.text
+            after_commit = [e for e in drained() if e.type == "task.changes_updated"]
+            assert len(after_commit) == 1  # the same files, now committed: announced anyway
+            assert after_commit[0].data["changes"]["additions"] == 3
+
+            r = await client.post(f"/api/v1/tasks/{task.id}/merge", json={})
+            assert r.status_code == 200, r.text
+            seen = drained()
+            after_merge = [e for e in seen if e.type == "task.changes_updated"]
+            assert len(after_merge) == 1 and after_merge[0].data["changes"]["files"] == []
+            totals = [e.data["task"]["additions"] for e in seen if e.type == "task.updated"]
+            assert totals == [0]  # main has it all now
+        finally:
+            stream.close()

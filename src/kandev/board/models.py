@@ -125,6 +125,9 @@ class Task:
     base_branch: str = ""
     branch: str = ""
     worktree_path: str = ""
+    # The last computed totals of its changes (kandev.repos.changes stores them).
+    additions: int = 0
+    deletions: int = 0
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Task:
@@ -151,6 +154,9 @@ class Task:
             "base_branch": self.base_branch or None,
             "branch": self.branch or None,
             "worktree_path": self.worktree_path or None,
+            # +A/-D as last computed (null for a task not on a repository).
+            "additions": self.additions if self.repository_id else None,
+            "deletions": self.deletions if self.repository_id else None,
             "archived_at": isoformat(self.archived_at),
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),

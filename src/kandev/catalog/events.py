@@ -50,7 +50,8 @@ EVENT_TYPES: dict[str, str] = {
     'ended, the task or workflow gone); `{"task_id", "move_id", "session_id", "workflow_id", '
     '"workflow_step_id", "reason"}`',
     TASK_CHANGES_UPDATED: "an agent turn of a task on a repository ended and its changes differ "
-    'from the last look; `{"task_id", "changes"}`: the changes summary without diffs',
+    "from the last look, or a commit or merge of the task went through the API; "
+    '`{"task_id", "changes"}`: the changes summary without diffs',
     WORKFLOW_UPDATED: "a workflow was created or edited, or one of its steps created, edited or "
     'deleted; `{"workflow"}`: with its steps',
     WORKFLOW_DELETED: 'a workflow was deleted; `{"workflow_id", "workspace_id"}`',

@@ -215,6 +215,10 @@ tasks = Table(
     _text("base_branch"),
     _text("branch"),
     _text("worktree_path"),
+    # The last computed +A/-D of the task's changes (migration 0007): the board shows them
+    # without running git per card.
+    Column("additions", Integer, nullable=False, server_default=text("0")),
+    Column("deletions", Integer, nullable=False, server_default=text("0")),
     Index("ix_tasks_repository_id", "repository_id"),
 )
 

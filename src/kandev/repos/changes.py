@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kandev.board import task_repository
+from kandev.board.events import TASK_UPDATED, TaskDescriber, add_task_event, pending_events
 from kandev.board.models import Task
 from kandev.catalog.events import SESSION_TURN_COMPLETED, TASK_CHANGES_UPDATED
 from kandev.db.engine import Database
@@ -162,7 +163,9 @@ class ChangesService:
         repositories: RepositoryService,
         bus: EventBus,
         sessions: SessionService,
+        describer: TaskDescriber,
     ) -> None:
+        self.describer = describer  # the task JSON of `task.updated` when its totals change
         self.db = db
         self.git = git
         self.repositories = repositories
@@ -192,7 +195,21 @@ class ChangesService:
             merge_base, output = await self._diff(task, repository, patch=True)
         answer["merge_base"] = merge_base
         answer.update(await asyncio.to_thread(parse_changes, output))
+        await self._store_totals(task.id, answer["additions"], answer["deletions"])
         return answer
+
+    async def _store_totals(self, task_id: str, additions: int, deletions: int) -> None:
+        """The task row keeps the last totals (the board's cards show them without git);
+        when they changed, `task.updated` says so."""
+        events = pending_events(self.bus)
+        async with self.db.write() as conn:
+            changed = await repository_sql.set_task_totals(
+                conn, task_id, additions=additions, deletions=deletions
+            )
+            task = await task_repository.get_task(conn, task_id) if changed else None
+            if task is not None:
+                await add_task_event(conn, events, TASK_UPDATED, task, self.describer)
+        events.publish()
 
     async def _merge_base(self, repository: Repository, task: Task) -> str:
         base = task.base_branch or repository.default_branch
@@ -328,6 +345,7 @@ class ChangesService:
                 worktree, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", commit
             )
         files = [p for p in _tokens(listed.stdout) if p]
+        await self._announce(task_id)
         return {"commit": commit, "files": files}
 
     async def merge(self, task_id: str, data: MergeCreate) -> dict[str, Any]:
@@ -392,13 +410,24 @@ class ChangesService:
                     )
             else:
                 await self.git.run(repo, "update-ref", base_ref, commit, base_oid)
+        await self._announce(task_id)
         return {"commit": commit, "strategy": data.strategy, "base_branch": base}
+
+    async def _announce(self, task_id: str) -> None:
+        """After a commit or a merge: `task.changes_updated`, even when the files read the
+        same (a commit moves them from the worktree onto the branch). The commit or merge is
+        done either way: a failure to read the changes afterwards is only logged."""
+        try:
+            await self.publish_if_changed(task_id, always=True)
+        except KandevError as exc:
+            log.info("changes of task %s not read: %s", task_id, exc.message)
 
     # --- events -------------------------------------------------------------------------
 
-    async def publish_if_changed(self, task_id: str) -> bool:
+    async def publish_if_changed(self, task_id: str, *, always: bool = False) -> bool:
         """After a turn: `task.changes_updated` when the task's changes differ from what was
-        last seen (the first look compares with "no changes")."""
+        last seen (the first look compares with "no changes"); `always` after a commit or
+        a merge."""
         async with self.db.read() as conn:
             task = await task_repository.get_task(conn, task_id)
             repository = (
@@ -427,7 +456,7 @@ class ChangesService:
             json.dumps([summary["files"], diffs], sort_keys=True).encode()
         ).hexdigest()
         empty = hashlib.sha256(json.dumps([[], []]).encode()).hexdigest()
-        if self._fingerprints.get(task_id, empty) == fingerprint:
+        if not always and self._fingerprints.get(task_id, empty) == fingerprint:
             return False
         self._fingerprints[task_id] = fingerprint
         self.bus.publish(

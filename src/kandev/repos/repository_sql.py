@@ -97,3 +97,18 @@ async def branch_in_use(conn: AsyncConnection, branch: str) -> bool:
 
 async def repository_paths(conn: AsyncConnection) -> set[str]:
     return {row.path for row in await conn.execute(select(repositories.c.path))}
+
+
+async def set_task_totals(
+    conn: AsyncConnection, task_id: str, *, additions: int, deletions: int
+) -> bool:
+    """Store a task's change totals; False when they were already these (or no task)."""
+    result = await conn.execute(
+        update(tasks)
+        .where(
+            tasks.c.id == task_id,
+            (tasks.c.additions != additions) | (tasks.c.deletions != deletions),
+        )
+        .values(additions=additions, deletions=deletions)
+    )
+    return bool(result.rowcount)
