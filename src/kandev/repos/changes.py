@@ -195,7 +195,8 @@ class ChangesService:
             merge_base, output = await self._diff(task, repository, patch=True)
         answer["merge_base"] = merge_base
         answer.update(await asyncio.to_thread(parse_changes, output))
-        await self._store_totals(task.id, answer["additions"], answer["deletions"])
+        if (task.additions, task.deletions) != (answer["additions"], answer["deletions"]):
+            await self._store_totals(task.id, answer["additions"], answer["deletions"])
         return answer
 
     async def _store_totals(self, task_id: str, additions: int, deletions: int) -> None:
