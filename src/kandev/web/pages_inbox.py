@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 KIND_QUESTION = "question"
-# KIND_PERMISSION = "permission"  # CONTRACT §11, once the permissions service exists
+KIND_PERMISSION = "permission"  # an agent asking to run a tool (CONTRACT §11)
 
 
 @dataclass(frozen=True)
 class InboxItem:
-    """One thing a human can answer: today an open question bundle.
+    """One thing a human can answer: an open question bundle or a permission request.
 
-    `rows` are the bundle's questions in the message-JSON shape the clarification overlay
-    (static/js/clarification.js) reads, so the inbox answers through the same component as
-    the task page.
+    For a question, `rows` are the bundle's questions in the message-JSON shape the
+    clarification overlay (static/js/clarification.js) reads, so the inbox answers through the
+    same component as the task page. For a permission request, `tool_call` and `options` are
+    the request's (the card partial _permission.html shows them).
     """
 
     kind: str
@@ -29,6 +30,8 @@ class InboxItem:
     context: str
     questions: list[dict[str, Any]]
     rows: list[dict[str, Any]]
+    tool_call: dict[str, Any] = field(default_factory=dict)
+    options: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

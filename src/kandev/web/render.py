@@ -40,6 +40,11 @@ def _tojson_attr(value: Any) -> Markup:
     return Markup(text)
 
 
+def pretty_json(value: Any) -> str:
+    """A tool's raw input as indented JSON for a <pre> (autoescaped like any text)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
 @lru_cache(maxsize=64)
 def state_label(state: str) -> str:
     """IN_PROGRESS → 'In Progress' (Jinja's `title` filter is a regex per call)."""
@@ -87,6 +92,7 @@ def _build_env() -> Environment:
     )
     env.filters["markdown"] = render_markdown
     env.filters["jsonattr"] = _tojson_attr
+    env.filters["pretty_json"] = pretty_json
     env.filters["state_label"] = state_label
     env.filters["activity_label"] = activity_label
     env.filters["readable_error"] = readable_error

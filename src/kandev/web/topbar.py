@@ -28,7 +28,9 @@ async def load_top_bar(request: Request, services: SurfaceServices) -> None:
     if not wants_top_bar(request):
         return
     try:
-        request.state.inbox_count = await open_item_count(services.clarifications)
+        request.state.inbox_count = await open_item_count(
+            services.clarifications, services.permissions
+        )
     except KandevError:  # logged by the list; the page itself still renders, without a count
         log.warning("inbox count unavailable for the top bar")
     identity = current_identity()

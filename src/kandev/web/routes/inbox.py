@@ -3,9 +3,9 @@ first, answerable in place; plus the fragments the page and the top-bar badge re
 events, and the no-JavaScript answer form.
 
 The list is ClarificationService.list_pending, the code behind GET /api/v1/clarification and
-`list_pending_questions_kandev` (same scoping, same order); answering is resolve_bundle, the
-one resolution path of REST and MCP. Permission requests (CONTRACT §11) join `_items` as a
-second kind once the permissions service exists.
+`list_pending_questions_kandev` (same scoping, same order), beside PermissionService.list_pending
+(GET /api/v1/permissions, `list_pending_permissions_kandev`), merged oldest first; answering
+is resolve_bundle, deciding is PermissionService.respond: the one path of REST and MCP each.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from kandev.api.deps import ClarificationServiceDep, TaskServiceDep, WorkspaceServiceDep
+from kandev.api.deps import (
+    ClarificationServiceDep,
+    PermissionServiceDep,
+    TaskServiceDep,
+    WorkspaceServiceDep,
+)
 from kandev.api.errors import status_for
 from kandev.board.tasks import TaskService
 from kandev.board.workspaces import WorkspaceService
@@ -23,8 +28,15 @@ from kandev.clarification.inputs import RespondInput
 from kandev.clarification.listing import MAX_LIMIT
 from kandev.clarification.service import ClarificationService
 from kandev.errors import KandevError, NotFound, ValidationFailed
+from kandev.permissions.service import PermissionService
 from kandev.web.inbox_count import open_item_count
-from kandev.web.pages_inbox import KIND_QUESTION, InboxCount, InboxItem, InboxPage
+from kandev.web.pages_inbox import (
+    KIND_PERMISSION,
+    KIND_QUESTION,
+    InboxCount,
+    InboxItem,
+    InboxPage,
+)
 from kandev.web.render import render
 from kandev.web.routes.common import form_text, page_route, parse_form
 
@@ -76,29 +88,35 @@ def overlay_rows(bundle: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def _items(
     clarification_service: ClarificationService,
+    permission_service: PermissionService,
     workspace_service: WorkspaceService,
     task_service: TaskService,
 ) -> tuple[list[InboxItem], bool]:
+    """Open questions and permission requests, oldest first (the order both lists use)."""
     envelope = await clarification_service.list_pending(limit=MAX_LIMIT)
+    requests = await permission_service.list_pending(limit=MAX_LIMIT)
     workspaces, _ = await workspace_service.list_workspaces()
     workspace_names = {w.id: w.name for w in workspaces}
     tasks: dict[str, Any] = {}
-    items: list[InboxItem] = []
-    for bundle in envelope["bundles"]:
-        task_id = bundle["task_id"]
+
+    async def task_of(task_id: str) -> Any:
         if task_id not in tasks:
             try:
                 tasks[task_id] = await task_service.get_task(task_id)
             except NotFound:  # deleted since the list was read
                 tasks[task_id] = None
-        task = tasks[task_id]
+        return tasks[task_id]
+
+    items: list[InboxItem] = []
+    for bundle in envelope["bundles"]:
+        task = await task_of(bundle["task_id"])
         if task is None:
             continue
         items.append(
             InboxItem(
                 kind=KIND_QUESTION,
                 pending_id=bundle["pending_id"],
-                task_id=task_id,
+                task_id=task.id,
                 task_title=task.title,
                 workspace_name=workspace_names.get(task.workspace_id, ""),
                 session_id=bundle["session_id"],
@@ -109,18 +127,43 @@ async def _items(
                 rows=overlay_rows(bundle),
             )
         )
-    return items, bool(envelope["next_cursor"])
+    for request in requests["permissions"]:
+        task = await task_of(request["task_id"])
+        if task is None:
+            continue
+        items.append(
+            InboxItem(
+                kind=KIND_PERMISSION,
+                pending_id=request["pending_id"],
+                task_id=task.id,
+                task_title=task.title,
+                workspace_name=workspace_names.get(task.workspace_id, ""),
+                session_id=request["session_id"],
+                created_at=request["created_at"],
+                age=humanize_age(request["age_seconds"]),
+                context="",
+                questions=[],
+                rows=[],
+                tool_call=request["tool_call"],
+                options=request["options"],
+            )
+        )
+    items.sort(key=lambda item: (item.created_at, item.pending_id))
+    return items, bool(envelope["next_cursor"] or requests["next_cursor"])
 
 
 @router.get("/inbox", name="inbox")
 @page_route
 async def inbox_page(
     clarification_service: ClarificationServiceDep,
+    permission_service: PermissionServiceDep,
     workspace_service: WorkspaceServiceDep,
     task_service: TaskServiceDep,
     request: Request,
 ) -> Response:
-    items, more = await _items(clarification_service, workspace_service, task_service)
+    items, more = await _items(
+        clarification_service, permission_service, workspace_service, task_service
+    )
     return render(request, "inbox.html", InboxPage(items=items, more=more), nav="inbox")
 
 
@@ -128,19 +171,26 @@ async def inbox_page(
 @page_route
 async def inbox_list(
     clarification_service: ClarificationServiceDep,
+    permission_service: PermissionServiceDep,
     workspace_service: WorkspaceServiceDep,
     task_service: TaskServiceDep,
     request: Request,
 ) -> Response:
     """The list alone (the page refetches it on events and merges it in)."""
-    items, more = await _items(clarification_service, workspace_service, task_service)
+    items, more = await _items(
+        clarification_service, permission_service, workspace_service, task_service
+    )
     return render(request, "partials/_inbox_list.html", InboxPage(items=items, more=more))
 
 
 @router.get("/inbox/count", name="inbox_count")
 @page_route
-async def inbox_count(clarification_service: ClarificationServiceDep, request: Request) -> Response:
-    count = await open_item_count(clarification_service)
+async def inbox_count(
+    clarification_service: ClarificationServiceDep,
+    permission_service: PermissionServiceDep,
+    request: Request,
+) -> Response:
+    count = await open_item_count(clarification_service, permission_service)
     return render(request, "partials/inbox_count.html", InboxCount(count=count))
 
 
@@ -163,6 +213,7 @@ def _answers(form: Any) -> list[dict[str, Any]]:
 @page_route
 async def inbox_answer(
     clarification_service: ClarificationServiceDep,
+    permission_service: PermissionServiceDep,
     workspace_service: WorkspaceServiceDep,
     task_service: TaskServiceDep,
     request: Request,
@@ -189,7 +240,41 @@ async def inbox_answer(
     except KandevError as exc:
         if isinstance(exc, NotFound):
             raise
-        items, more = await _items(clarification_service, workspace_service, task_service)
+        items, more = await _items(
+            clarification_service, permission_service, workspace_service, task_service
+        )
         page = InboxPage(items=items, more=more, error=exc.message)
         return render(request, "inbox.html", page, nav="inbox", status_code=status_for(exc))
     return RedirectResponse("/inbox", status_code=303)
+
+
+def _same_site(back: str) -> str:
+    return back if back.startswith("/") and not back.startswith("//") else "/inbox"
+
+
+@router.post("/permissions/{pending_id}/respond-form", name="permission_respond_form")
+@page_route
+async def permission_respond_form(
+    clarification_service: ClarificationServiceDep,
+    permission_service: PermissionServiceDep,
+    workspace_service: WorkspaceServiceDep,
+    task_service: TaskServiceDep,
+    request: Request,
+    pending_id: str,
+) -> Response:
+    """The no-JavaScript decision (a permission card's option button, on the task page or
+    the inbox): the same PermissionService.respond as POST /api/v1/permissions/{id}/respond;
+    back to the page it came from. A loser is redirected too: the card shows what won."""
+    form = await request.form()
+    back = _same_site(form_text(form, "back"))
+    try:
+        await permission_service.respond(pending_id, form_text(form, "option_id"), via="web")
+    except KandevError as exc:
+        if isinstance(exc, NotFound) or not back.startswith("/inbox"):
+            raise
+        items, more = await _items(
+            clarification_service, permission_service, workspace_service, task_service
+        )
+        page = InboxPage(items=items, more=more, error=exc.message)
+        return render(request, "inbox.html", page, nav="inbox", status_code=status_for(exc))
+    return RedirectResponse(back, status_code=303)

@@ -7,8 +7,8 @@ import { connectEvents, fetchFragment } from "./live.js";
 const OPT_IN_KEY = "kandev.notify";
 const baseTitle = document.title.replace(/^\(\d+\+?\) /, "");
 
-// A clarification row added or changed, or a session that changed state (its questions
-// may have expired), can change the count. Permission requests will join here.
+// A clarification or permission row added or changed, or a session that changed state (its
+// questions may have expired), can change the count.
 export function affectsInbox(event) {
   if (event.type === "session.message.added" || event.type === "session.message.updated") {
     const type = event.message?.type;

@@ -1,10 +1,12 @@
 // /inbox: each open question answerable in place through the task page's overlay
-// (clarification.js); live through the one event stream: on a clarification event the
+// (clarification.js), each permission request decided by its option buttons (permission.js);
+// live through the one event stream: on a clarification event the
 // list fragment is refetched and merged by pending id, so an item being answered keeps
 // its state while new ones appear and settled ones disappear.
 import { toast } from "./app.js";
 import { ClarificationOverlay } from "./clarification.js";
 import { connectEvents, fetchFragment } from "./live.js";
+import { onPermissionSubmit } from "./permission.js";
 import {
   affectsInbox, notificationsWanted, optInToNotifications, optOutOfNotifications, refreshCount,
 } from "./badge.js";
@@ -15,7 +17,7 @@ const overlays = new Map(); // pending_id → ClarificationOverlay
 const WAITING = { state: "WAITING_FOR_INPUT", current_turn_id: null };
 
 function enhance(item) {
-  if (item.dataset.enhanced) return;
+  if (item.dataset.enhanced || item.dataset.kind === "permission") return;
   let rows;
   try { rows = JSON.parse(item.querySelector("script[data-rows]").textContent); } catch { return; }
   const section = document.createElement("section");
@@ -131,6 +133,10 @@ function setupNotifications() {
 }
 
 list.querySelectorAll(".inbox-item").forEach(enhance);
+onPermissionSubmit(list, (form) => {
+  const item = form.closest(".inbox-item");
+  if (item) setTimeout(() => { remove(item); refreshCount(); }, 600); // the decision, briefly
+});
 setupNotifications();
 const source = connectEvents({
   statusEl: document.getElementById("live-status"),

@@ -3,6 +3,7 @@
 import { api, errorText, toast } from "./app.js";
 import { ClarificationOverlay } from "./clarification.js";
 import { connectEvents, fetchFragment } from "./live.js";
+import { onPermissionSubmit } from "./permission.js";
 
 const panel = document.getElementById("task-panel");
 const taskId = panel.dataset.taskId;
@@ -305,6 +306,14 @@ document.getElementById("stepper")?.addEventListener("submit", async (event) => 
   if (!result.ok) { toast(`Move refused: ${errorText(result)}`, "error"); return; }
   setTask(result.body.task);
 });
+
+// A permission card's option buttons: decided over REST, then the card from the server.
+if (conversation) {
+  onPermissionSubmit(conversation, (form) => {
+    const id = form.closest("[data-message-id]")?.dataset.messageId;
+    if (id) rerender(id);
+  });
+}
 
 refreshOverlay();
 if (conversation) conversation.scrollTop = conversation.scrollHeight;
