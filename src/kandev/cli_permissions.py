@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from kandev.cli_http import JSON_OPTION, TOKEN_OPTION, URL_OPTION
-from kandev.cli_questions import ToolCall, mcp_tools, run_action
+from kandev.cli_questions import ToolCall, echo_listing, mcp_tools, run_action
 
 permissions_app = typer.Typer(no_args_is_help=True)
 
@@ -56,12 +56,7 @@ def list_permissions(
     async def action() -> int:
         async with mcp_tools(url, token) as call:
             requests = await _all_requests(call, workspace_id or None)
-        if as_json:
-            typer.echo(json.dumps(requests, indent=2))
-        elif not requests:
-            typer.echo("No agent is waiting for a permission.")
-        else:
-            typer.echo("\n\n".join(render_request(r) for r in requests))
+        echo_listing(requests, as_json, "No agent is waiting for a permission.", render_request)
         return 0
 
     run_action(action)

@@ -153,6 +153,21 @@ def render_bundle(bundle: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def echo_listing(
+    items: list[dict[str, Any]],
+    as_json: bool,
+    empty: str,
+    render: Callable[[dict[str, Any]], str],
+) -> None:
+    """A listing command's output: the JSON list, a line saying it is empty, or the items."""
+    if as_json:
+        typer.echo(json.dumps(items, indent=2))
+    elif not items:
+        typer.echo(empty)
+    else:
+        typer.echo("\n\n".join(render(item) for item in items))
+
+
 @questions_app.command("list")
 def list_questions(
     url: str = URL_OPTION,
@@ -165,12 +180,7 @@ def list_questions(
     async def action() -> int:
         async with mcp_tools(url, token) as call:
             bundles = await _all_bundles(call, workspace_id or None)
-        if as_json:
-            typer.echo(json.dumps(bundles, indent=2))
-        elif not bundles:
-            typer.echo("No agent is waiting for an answer.")
-        else:
-            typer.echo("\n\n".join(render_bundle(b) for b in bundles))
+        echo_listing(bundles, as_json, "No agent is waiting for an answer.", render_bundle)
         return 0
 
     run_action(action)

@@ -22,6 +22,7 @@ from kandev.api.deps import (
     WorkspaceServiceDep,
 )
 from kandev.api.errors import status_for
+from kandev.board.models import Task
 from kandev.board.tasks import TaskService
 from kandev.board.workspaces import WorkspaceService
 from kandev.clarification.inputs import RespondInput
@@ -107,47 +108,46 @@ async def _items(
                 tasks[task_id] = None
         return tasks[task_id]
 
+    def item(kind: str, entry: dict[str, Any], task: Task, **specific: Any) -> InboxItem:
+        return InboxItem(
+            kind=kind,
+            pending_id=entry["pending_id"],
+            task_id=task.id,
+            task_title=task.title,
+            workspace_name=workspace_names.get(task.workspace_id, ""),
+            session_id=entry["session_id"],
+            created_at=entry["created_at"],
+            age=humanize_age(entry["age_seconds"]),
+            **specific,
+        )
+
     items: list[InboxItem] = []
     for bundle in envelope["bundles"]:
-        task = await task_of(bundle["task_id"])
-        if task is None:
-            continue
-        items.append(
-            InboxItem(
-                kind=KIND_QUESTION,
-                pending_id=bundle["pending_id"],
-                task_id=task.id,
-                task_title=task.title,
-                workspace_name=workspace_names.get(task.workspace_id, ""),
-                session_id=bundle["session_id"],
-                created_at=bundle["created_at"],
-                age=humanize_age(bundle["age_seconds"]),
-                context=bundle["context"],
-                questions=bundle["questions"],
-                rows=overlay_rows(bundle),
+        if (task := await task_of(bundle["task_id"])) is not None:
+            items.append(
+                item(
+                    KIND_QUESTION,
+                    bundle,
+                    task,
+                    context=bundle["context"],
+                    questions=bundle["questions"],
+                    rows=overlay_rows(bundle),
+                )
             )
-        )
     for request in requests["permissions"]:
-        task = await task_of(request["task_id"])
-        if task is None:
-            continue
-        items.append(
-            InboxItem(
-                kind=KIND_PERMISSION,
-                pending_id=request["pending_id"],
-                task_id=task.id,
-                task_title=task.title,
-                workspace_name=workspace_names.get(task.workspace_id, ""),
-                session_id=request["session_id"],
-                created_at=request["created_at"],
-                age=humanize_age(request["age_seconds"]),
-                context="",
-                questions=[],
-                rows=[],
-                tool_call=request["tool_call"],
-                options=request["options"],
+        if (task := await task_of(request["task_id"])) is not None:
+            items.append(
+                item(
+                    KIND_PERMISSION,
+                    request,
+                    task,
+                    context="",
+                    questions=[],
+                    rows=[],
+                    tool_call=request["tool_call"],
+                    options=request["options"],
+                )
             )
-        )
     items.sort(key=lambda item: (item.created_at, item.pending_id))
     return items, bool(envelope["next_cursor"] or requests["next_cursor"])
 
