@@ -9,25 +9,9 @@ from typing import Any
 import typer
 
 from kandev.cli_http import JSON_OPTION, TOKEN_OPTION, URL_OPTION
-from kandev.cli_questions import ToolCall, echo_listing, mcp_tools, run_action
+from kandev.cli_questions import all_pages, echo_listing, mcp_tools, run_action
 
 permissions_app = typer.Typer(no_args_is_help=True)
-
-
-async def _all_requests(call: ToolCall, workspace_id: str | None) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor = ""
-    while True:
-        args: dict[str, Any] = {"limit": 200}
-        if cursor:
-            args["cursor"] = cursor
-        if workspace_id:
-            args["workspace_id"] = workspace_id
-        page = await call("list_pending_permissions_kandev", args)
-        found += page["permissions"]
-        cursor = page["next_cursor"]
-        if not cursor:
-            return found
 
 
 def render_request(request: dict[str, Any]) -> str:
@@ -55,7 +39,9 @@ def list_permissions(
 
     async def action() -> int:
         async with mcp_tools(url, token) as call:
-            requests = await _all_requests(call, workspace_id or None)
+            requests = await all_pages(
+                call, "list_pending_permissions_kandev", "permissions", workspace_id or None
+            )
         echo_listing(requests, as_json, "No agent is waiting for a permission.", render_request)
         return 0
 

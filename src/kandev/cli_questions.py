@@ -122,7 +122,14 @@ def _tool_failure(exc: McpCallFailed) -> str:
 
 
 async def _all_bundles(call: ToolCall, workspace_id: str | None) -> list[dict[str, Any]]:
-    bundles: list[dict[str, Any]] = []
+    return await all_pages(call, "list_pending_questions_kandev", "bundles", workspace_id)
+
+
+async def all_pages(
+    call: ToolCall, tool: str, key: str, workspace_id: str | None
+) -> list[dict[str, Any]]:
+    """Every item of a paged listing tool (`key` holds a page's items), following cursors."""
+    found: list[dict[str, Any]] = []
     cursor = ""
     while True:
         args: dict[str, Any] = {"limit": 200}
@@ -130,11 +137,11 @@ async def _all_bundles(call: ToolCall, workspace_id: str | None) -> list[dict[st
             args["cursor"] = cursor
         if workspace_id:
             args["workspace_id"] = workspace_id
-        page = await call("list_pending_questions_kandev", args)
-        bundles += page["bundles"]
+        page = await call(tool, args)
+        found += page[key]
         cursor = page["next_cursor"]
         if not cursor:
-            return bundles
+            return found
 
 
 def render_bundle(bundle: dict[str, Any]) -> str:
@@ -179,7 +186,9 @@ def list_questions(
 
     async def action() -> int:
         async with mcp_tools(url, token) as call:
-            bundles = await _all_bundles(call, workspace_id or None)
+            bundles = await all_pages(
+                call, "list_pending_questions_kandev", "bundles", workspace_id or None
+            )
         echo_listing(bundles, as_json, "No agent is waiting for an answer.", render_bundle)
         return 0
 

@@ -23,7 +23,7 @@ def wait_for_request(rest, session_id: str) -> dict:
         for m in messages(rest, session_id):
             if m["type"] == "permission_request":
                 return m
-        time.sleep(0.1)
+        time.sleep(0.1)  # noqa: sleep-ok (polls a condition, with a deadline)
     raise AssertionError("the agent never asked permission")
 
 
