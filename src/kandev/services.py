@@ -7,7 +7,7 @@ bus or the access rules — and each REST/page handler names the ones it uses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 from kandev.agents.acp_permissions import DecidingPolicy
@@ -96,23 +96,8 @@ class Services:
 
     @cached_property
     def surface(self) -> SurfaceServices:
-        return SurfaceServices(
-            settings=self.settings,
-            auth=self.auth,
-            agent_tokens=self.agent_tokens,
-            workspaces=self.workspaces,
-            workflows=self.workflows,
-            tasks=self.tasks,
-            agent_profiles=self.agent_profiles,
-            sessions=self.sessions,
-            clarifications=self.clarifications,
-            permissions=self.permissions,
-            moves=self.moves,
-            repositories=self.repositories,
-            changes=self.changes,
-            events=self.events,
-            presenter=self.presenter,
-        )
+        """The same service objects, minus what surfaces must not touch."""
+        return SurfaceServices(**{f.name: getattr(self, f.name) for f in fields(SurfaceServices)})
 
     async def prepare(self) -> None:
         """Bring the database to the current schema and ensure the built-in rows exist."""
