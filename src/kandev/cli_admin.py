@@ -50,14 +50,16 @@ def load_settings(data_dir: Path | None, database_url: str | None) -> Settings:
 
 
 def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) -> T:
-    """Prepare services on the configured database, run one action, close; errors exit 1."""
+    """Bring the configured database to the current schema, run one action, close; errors
+    exit 1. Only storage is prepared: a running server's agents, questions and turns are its
+    own (startup recovery belongs to `kandev serve`)."""
     from kandev.errors import KandevError
     from kandev.services import build_services
 
     async def _main() -> T:
         services = build_services(settings)
         try:
-            await services.prepare()
+            await services.prepare_storage()
             return await action(services)
         finally:
             await services.close()

@@ -99,16 +99,22 @@ class Services:
         """The same service objects, minus what surfaces must not touch."""
         return SurfaceServices(**{f.name: getattr(self, f.name) for f in fields(SurfaceServices)})
 
-    async def prepare(self) -> None:
-        """Bring the database to the current schema and ensure the built-in rows exist."""
+    async def prepare_storage(self) -> None:
+        """The schema current and the built-in rows there: all an offline command (`kandev
+        user create`, `token create`, `gc`) needs. It touches no live state, because a
+        server may be running on the same database right now."""
         await check_database_is_kandevs(self.db)  # before anything writes to it
         await upgrade_to_head(self.db)
-        # Agents an earlier server left running (it was killed and they escaped the guard)
-        # are killed before anything here can relaunch one: never two agents per session.
-        await self.agent_processes.reap()
         await self.auth.ensure_default_user()
         await self.auth.refresh_mode()
         await self.agent_profiles.ensure_builtin_profiles()
+
+    async def prepare(self) -> None:
+        """A server's start: storage, then everything a previous server left behind."""
+        await self.prepare_storage()
+        # Agents an earlier server left running (it was killed and they escaped the guard)
+        # are killed before anything here can relaunch one: never two agents per session.
+        await self.agent_processes.reap()
         # Claimed-but-undelivered answers and half-made resume turns are put right before
         # anything else runs; an inconsistency stops the start (RecoveryError).
         recovered = await recover_on_startup(self.db, self.clock.now())
