@@ -239,6 +239,17 @@ repositories = Table(
     Index("ix_repositories_workspace_id", "workspace_id"),
 )
 
+# The files of a task's changes the user marked reviewed (migration 0008; kandev.repos): the
+# fingerprint of the file's diff when marked. A mark whose fingerprint no longer matches the
+# file's diff is stale. No foreign key, as for tasks' own columns.
+task_file_reviews = Table(
+    "task_file_reviews",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+)
+
 # --- agents and sessions ----------------------------------------------------------------
 
 agent_profiles = Table(

@@ -145,6 +145,12 @@ def parse_changes(output: DiffOutput) -> dict[str, Any]:
     }
 
 
+def file_fingerprint(changed: dict[str, Any]) -> str:
+    """What a "reviewed" mark remembers of a file: its status, old path and diff."""
+    key = json.dumps([changed["status"], changed["old_path"], changed["diff"]])
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
 def review_prompt(review: ReviewCreate) -> str:
     lines = ["Review comments on your changes:", ""]
     for number, comment in enumerate(review.comments, 1):
@@ -263,7 +269,9 @@ class ChangesService:
         try:
             copy = os.path.join(folder, "index")
             if index_path.exists():
-                await asyncio.to_thread(shutil.copyfile, index_path, copy)
+                # copy2 keeps the index's mtime, so git's racy-entry check sees a file
+                # edited (same size) in the second the index was written as changed.
+                await asyncio.to_thread(shutil.copy2, index_path, copy)
             yield {"GIT_INDEX_FILE": copy}
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -313,6 +321,37 @@ class ChangesService:
                     }
                 )
         return {"overlaps": found, "total": len(found)}
+
+    # --- the task page's Changes panel -----------------------------------------------------
+
+    async def review_panel(self, task_id: str) -> dict[str, Any]:
+        """The changes, each file with its `fingerprint` (of its diff) and `reviewed`:
+        "" (not marked), "reviewed", or "stale" (marked, and its diff changed since)."""
+        task, repository = await self.repositories.task_repository(task_id)
+        answer = await self._changes(task, repository)
+        async with self.db.read() as conn:
+            marks = await repository_sql.reviewed_marks(conn, task.id)
+        for f in answer["files"]:
+            f["fingerprint"] = file_fingerprint(f)
+            mark = marks.get(f["path"])
+            f["reviewed"] = (
+                "" if mark is None else "reviewed" if mark == f["fingerprint"] else "stale"
+            )
+        answer["reviewed_files"] = sum(1 for f in answer["files"] if f["reviewed"] == "reviewed")
+        return answer
+
+    async def mark_reviewed(self, task_id: str, path: str, reviewed: bool) -> dict[str, Any]:
+        """Mark one changed file reviewed at its current diff (or clear the mark); the panel
+        as it is then."""
+        task, repository = await self.repositories.task_repository(task_id)
+        changes = await self._changes(task, repository)
+        found = next((f for f in changes["files"] if f["path"] == path), None)
+        if found is None and reviewed:
+            raise Conflict(f"{path!r} is not among the task's changed files")
+        async with self.db.write() as conn:
+            fingerprint = file_fingerprint(found) if reviewed and found is not None else None
+            await repository_sql.set_reviewed_mark(conn, task.id, path, fingerprint)
+        return await self.review_panel(task_id)
 
     # --- acting -------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from kandev.db.tables import repositories, tasks
+from kandev.db.tables import repositories, task_file_reviews, tasks
 from kandev.repos.models import Repository
 
 
@@ -112,3 +112,28 @@ async def set_task_totals(
         .values(additions=additions, deletions=deletions)
     )
     return bool(result.rowcount)
+
+
+# --- per-file "reviewed" marks (task_file_reviews) -------------------------------------
+
+
+async def reviewed_marks(conn: AsyncConnection, task_id: str) -> dict[str, str]:
+    """path -> the fingerprint of the file's diff when it was marked reviewed."""
+    rows = await conn.execute(
+        select(task_file_reviews.c.path, task_file_reviews.c.fingerprint).where(
+            task_file_reviews.c.task_id == task_id
+        )
+    )
+    return {row.path: row.fingerprint for row in rows}
+
+
+async def set_reviewed_mark(
+    conn: AsyncConnection, task_id: str, path: str, fingerprint: str | None
+) -> None:
+    """Mark `path` reviewed at `fingerprint`, or (None) clear the mark."""
+    where = (task_file_reviews.c.task_id == task_id) & (task_file_reviews.c.path == path)
+    await conn.execute(delete(task_file_reviews).where(where))
+    if fingerprint is not None:
+        await conn.execute(
+            insert(task_file_reviews).values(task_id=task_id, path=path, fingerprint=fingerprint)
+        )
