@@ -11,6 +11,7 @@ from typing import Any
 
 from kandev.board.models import AgentProfile, Workflow, WorkflowStep, Workspace
 from kandev.sessions.models import Message
+from kandev.web.diff_view import FileView
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,20 @@ class MessagesFragment:
     """`/sessions/{id}/messages-fragment`: conversation items, in order."""
 
     messages: list[Message]
+
+
+@dataclass(frozen=True)
+class ChangesFragment:
+    """`/tasks/{id}/changes-fragment`: the Changes panel (files, totals, diffs, marks)."""
+
+    task_id: str
+    branch: str | None
+    base_branch: str | None
+    additions: int
+    deletions: int
+    truncated: bool
+    reviewed_files: int
+    files: list[FileView]
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@ and the clarification overlay; plus the no-JavaScript form fallbacks and fragmen
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from kandev.api.deps import (
     AgentProfileServiceDep,
+    ChangesServiceDep,
     EventsServiceDep,
     MoveServiceDep,
     SessionServiceDep,
@@ -17,7 +20,8 @@ from kandev.api.deps import (
 )
 from kandev.moves.models import ACTOR_USER, MoveRequest
 from kandev.sessions.inputs import MessagePageQuery, PromptInput, SessionCreate
-from kandev.web.pages import MessagesFragment, TaskPage
+from kandev.web.diff_view import file_views
+from kandev.web.pages import ChangesFragment, MessagesFragment, TaskPage
 from kandev.web.render import render
 from kandev.web.routes.common import form_text, page_route, parse_form
 
@@ -88,6 +92,44 @@ async def messages_fragment(
     query = MessagePageQuery(after=after, limit=max(1, min(limit, 500)))
     messages, _ = await session_service.list_messages(session_id, query)
     return render(request, "partials/_messages.html", MessagesFragment(messages=messages))
+
+
+def _changes_fragment(request: Request, task_id: str, changes: dict[str, Any]) -> Response:
+    page = ChangesFragment(
+        task_id=task_id,
+        branch=changes["branch"],
+        base_branch=changes["base_branch"],
+        additions=changes["additions"],
+        deletions=changes["deletions"],
+        truncated=changes["truncated"],
+        reviewed_files=changes["reviewed_files"],
+        files=file_views(changes),
+    )
+    return render(request, "partials/_changes.html", page)
+
+
+@router.get("/tasks/{task_id}/changes-fragment", name="changes_fragment")
+@page_route
+async def changes_fragment(
+    changes_service: ChangesServiceDep, request: Request, task_id: str
+) -> Response:
+    """The Changes panel of a task on a repository: files, totals, highlighted diffs."""
+    return _changes_fragment(request, task_id, await changes_service.review_panel(task_id))
+
+
+@router.post("/tasks/{task_id}/reviewed-form", name="reviewed_form")
+@page_route
+async def reviewed_form(
+    changes_service: ChangesServiceDep, request: Request, task_id: str
+) -> Response:
+    """Mark one file reviewed (reviewed=1) or not; the panel again (the page without JS)."""
+    form = await request.form()
+    changes = await changes_service.mark_reviewed(
+        task_id, form_text(form, "path"), form_text(form, "reviewed") == "1"
+    )
+    if request.headers.get("HX-Request") != "true":
+        return RedirectResponse(f"/tasks/{task_id}#changes-panel", 303)
+    return _changes_fragment(request, task_id, changes)
 
 
 # --- form fallbacks (the page works without JavaScript) --------------------------------

@@ -1,6 +1,7 @@
 // The task page: live conversation (SSE), composer, stop/cancel, stepper moves, and the
 // clarification overlay component.
 import { api, errorText, toast } from "./app.js";
+import { ChangesPanel } from "./changes.js";
 import { ClarificationOverlay } from "./clarification.js";
 import { connectEvents, fetchFragment } from "./live.js";
 import { onPermissionSubmit } from "./permission.js";
@@ -12,6 +13,8 @@ const session = data ? { ...data.session } : null;
 const conversation = document.getElementById("conversation");
 const composer = document.getElementById("composer");
 const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
+const changesRoot = document.getElementById("changes-panel");
+const changes = changesRoot ? new ChangesPanel(changesRoot, taskId) : null;
 
 // --- clarification rows and the overlay ------------------------------------------------
 
@@ -202,6 +205,21 @@ function setTask(task) {
   }
   const field = document.querySelector('[data-field="state"]');
   if (field) field.textContent = task.state;
+  setDiffTotals(task);
+}
+
+function setDiffTotals(task) {
+  // The header's +A −D (the task row's last computed totals, on `task.updated`).
+  if (!task.branch || task.additions == null) return;
+  let diff = document.getElementById("task-diff");
+  if (!diff) {
+    diff = document.createElement("span");
+    diff.id = "task-diff";
+    diff.className = "chip chip-diff";
+    diff.title = "lines added / removed by the task's changes";
+    document.querySelector(".title-row").append(diff);
+  }
+  diff.textContent = `+${task.additions} −${task.deletions}`;
 }
 
 function addSessionTab(created) {
@@ -220,6 +238,7 @@ function addSessionTab(created) {
 
 function onEvent(event) {
   if (event.task && event.task.id === taskId) setTask(event.task);
+  if (event.type === "task.changes_updated" && event.task_id === taskId) changes?.refresh();
   if (event.type === "session.created" && event.session?.task_id === taskId) {
     addSessionTab(event.session);
     if (!session) location.reload(); // the first session: show its conversation
@@ -317,4 +336,5 @@ if (conversation) {
 
 refreshOverlay();
 if (conversation) conversation.scrollTop = conversation.scrollHeight;
+changes?.refresh();
 document.body.dataset.ready = "1";

@@ -1,0 +1,113 @@
+"""The task page's Changes panel in a real browser, on a real git repository with the
+scripted ACP agent in the task's worktree: files and counts, numbered highlighted diffs,
+line comments sent as one review prompt, reviewed marks that persist and go stale, live
+refresh on `task.changes_updated` and the header's +A -D on `task.updated`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from tests.repos.git_helpers import make_repo
+from tests.web.conftest import created
+from tests.web.test_task_browser import messages, open_task, start
+
+MINUS = "\u2212"
+
+
+def _idle(rest, session_id: str) -> None:
+    deadline = time.monotonic() + 30  # bounded: the scripted agent starts in well under that
+    while time.monotonic() < deadline:
+        if rest.get(f"/api/v1/sessions/{session_id}").json()["state"] == "IDLE":
+            return
+        time.sleep(0.1)
+    raise AssertionError("the session never became IDLE")
+
+
+def _task_on_repo(board, tmp_path: Path) -> tuple[dict, dict, Path]:
+    repo = make_repo(tmp_path / "project", {"app.py": "def total(items):\n    return sum(items)\n"})
+    repository = created(
+        board.rest.post(
+            f"/api/v1/workspaces/{board.workspace['id']}/repositories", json={"path": str(repo)}
+        )
+    )
+    task = board.task("Review me", repository_id=repository["id"])
+    session = start(board, task, "echo ready")
+    _idle(board.rest, session["id"])
+    worktree = Path(board.rest.get(f"/api/v1/tasks/{task['id']}").json()["worktree_path"])
+    return task, session, worktree
+
+
+def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
+    page, board, tmp_path: Path
+) -> None:
+    task, session, worktree = _task_on_repo(board, tmp_path)
+    (worktree / "app.py").write_text(
+        'def total(items):\n    """Sum them."""\n    return round(sum(items), 2)\n'
+    )
+    (worktree / "README.md").write_text("# Cart\n")
+    open_task(page, task)
+    panel = page.locator("#changes-panel")
+    expect(panel).to_have_attribute("data-loaded", "1")
+    files = panel.locator(".changes-files li")
+    expect(files).to_have_count(2)
+    expect(panel.locator('.changes-files li[data-path="app.py"] .counts')).to_have_text(
+        f"+2 {MINUS}1"
+    )
+    expect(panel.locator('.changes-files li[data-path="README.md"] .counts')).to_have_text(
+        f"+1 {MINUS}0"
+    )
+    expect(panel.locator("#changes-totals")).to_contain_text(f"+3 {MINUS}1")
+    app = panel.locator('.diff-file[data-path="app.py"]')
+    added = app.locator("tr.diff-add").first
+    expect(added.locator(".ln-new")).to_have_text("2")
+    expect(added.locator(".code .sd, .code .s2").first).to_be_visible()  # highlighted string
+    expect(app.locator("tr.diff-ctx").first.locator(".ln")).to_have_text(["1", "1"])
+    expect(app.locator("tr.diff-add .code .k").first).to_have_text("return")
+
+    # A comment on line 3 of app.py, then Send review: one prompt in the conversation.
+    app.locator('tr.diff-add[data-line="3"] .ln-new button').click()
+    box = page.get_by_label("Comment on app.py line 3")
+    box.fill("Round after summing, please.")
+    app.get_by_role("button", name="Add comment").click()
+    expect(app.locator("tr.diff-comment .comment-text")).to_have_text(
+        "Round after summing, please."
+    )
+    expect(panel.locator("#review-count")).to_have_text("1 comment")
+    panel.get_by_role("button", name="Send review").click()
+    expect(panel.locator("#review-count")).to_have_text("No comments")
+    user = page.locator("#conversation .msg-user").last
+    expect(user).to_contain_text("Review comments on your changes:")
+    expect(user).to_contain_text("app.py:3")
+    prompts = [
+        m["content"] for m in messages(board.rest, session["id"]) if m["author_type"] == "user"
+    ]
+    assert (
+        prompts[-1]
+        == "Review comments on your changes:\n\n1. app.py:3\n   Round after summing, please."
+    )
+
+    # Reviewed: persists across a reload; stale after the file changes (live, after a turn).
+    app.get_by_role("button", name="Mark reviewed").click()
+    expect(app).to_have_attribute("data-reviewed", "reviewed")
+    expect(panel.locator("#changes-totals")).to_contain_text("1/2 reviewed")
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "1")
+    app = page.locator('#changes-panel .diff-file[data-path="app.py"]')
+    expect(app).to_have_attribute("data-reviewed", "reviewed")
+    expect(app.get_by_role("button", name="✓ Reviewed")).to_be_visible()
+    (worktree / "app.py").write_text("def total(items):\n    return sum(items) or 0\n")
+    box = page.get_by_label("Message the agent")
+    box.fill("write notes.txt from hello")
+    box.press("Enter")  # the turn ends: task.changes_updated, the panel refreshes itself
+    expect(page.locator('#changes-panel .changes-files li[data-path="notes.txt"]')).to_be_visible()
+    app = page.locator('#changes-panel .diff-file[data-path="app.py"]')
+    expect(app).to_have_attribute("data-reviewed", "stale")
+    expect(app).to_contain_text("changed since review")
+    expect(page.locator("#task-diff")).to_have_text(f"+3 {MINUS}1")  # task.updated, live
+    page.reload()
+    expect(page.locator('#changes-panel .diff-file[data-path="app.py"]')).to_have_attribute(
+        "data-reviewed", "stale"
+    )
