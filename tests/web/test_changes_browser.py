@@ -41,7 +41,7 @@ def _task_on_repo(board, tmp_path: Path) -> tuple[dict, dict, Path]:
 
 
 def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
-    page, board, tmp_path: Path
+    page, board, screenshot, tmp_path: Path
 ) -> None:
     task, session, worktree = _task_on_repo(board, tmp_path)
     (worktree / "app.py").write_text(
@@ -76,6 +76,8 @@ def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
         "Round after summing, please."
     )
     expect(panel.locator("#review-count")).to_have_text("1 comment")
+    panel.scroll_into_view_if_needed()
+    screenshot(page, "task-changes.png")
     panel.get_by_role("button", name="Send review").click()
     expect(panel.locator("#review-count")).to_have_text("No comments")
     user = page.locator("#conversation .msg-user").last

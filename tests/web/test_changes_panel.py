@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from kandev.sessions import session_repository
-from kandev.web.diff_view import diff_rows
+from kandev.web.diff_view import diff_rows, file_views
 from tests.api_client import asgi_client
 from tests.repos.git_helpers import make_repo
 
@@ -129,3 +129,49 @@ def test_diff_rows_number_both_sides_and_keep_no_newline_notes() -> None:
         ("add", None, 5, "more"),
         ("note", None, None, "No newline at end of file"),
     ]
+
+
+def test_the_panel_template_reads_exactly_the_documented_fields() -> None:
+    import dataclasses
+
+    from kandev.web import pages, render
+    from tests.web.test_pages import Recorder
+
+    diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+    changes = {
+        "files": [
+            {
+                "path": "a.py",
+                "old_path": None,
+                "status": "modified",
+                "additions": 1,
+                "deletions": 1,
+                "binary": False,
+                "truncated": False,
+                "diff": diff,
+                "fingerprint": "f",
+                "reviewed": "stale",
+            }
+        ]
+    }
+    page = pages.ChangesFragment(
+        task_id="t",
+        branch="kandev/t",
+        base_branch="main",
+        additions=1,
+        deletions=1,
+        truncated=True,
+        reviewed_files=0,
+        files=file_views(changes),
+    )
+    recorder = Recorder(page)
+    context = {
+        "request": None,
+        "identity": None,
+        "auth_mode": "disabled",
+        "nav": "",
+        "page": recorder,
+    }
+    html = render.env.get_template("partials/_changes.html").render(context)
+    assert recorder.read == {f.name for f in dataclasses.fields(pages.ChangesFragment)}
+    assert "changed since review" in html and "too large to show in full" in html
