@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,6 +297,14 @@ class ChangesService:
         """Other open tasks of the same repository whose changes touch the same files."""
         task, repository = await self.repositories.task_repository(task_id)
         mine = await self._changed_paths(task, repository)
+        found = await self._overlaps(task, repository, mine)
+        return {"overlaps": found, "total": len(found)}
+
+    async def _overlaps(
+        self, task: Task, repository: Repository, mine: set[str]
+    ) -> list[dict[str, Any]]:
+        if not mine:
+            return []
         async with self.db.read() as conn:
             others = [
                 await task_repository.get_task(conn, row["id"])
@@ -320,7 +328,7 @@ class ChangesService:
                         "files": sorted(shared),
                     }
                 )
-        return {"overlaps": found, "total": len(found)}
+        return found
 
     # --- the task page's Changes panel -----------------------------------------------------
 
@@ -338,7 +346,35 @@ class ChangesService:
                 "" if mark is None else "reviewed" if mark == f["fingerprint"] else "stale"
             )
         answer["reviewed_files"] = sum(1 for f in answer["files"] if f["reviewed"] == "reviewed")
+        mine = {f["path"] for f in answer["files"]} | {
+            f["old_path"] for f in answer["files"] if f["old_path"]
+        }
+        answer["overlaps"] = await self._overlaps(task, repository, mine)
         return answer
+
+    async def commit_panel(self, task_id: str, data: CommitCreate) -> dict[str, Any]:
+        """`commit`, then the panel: its `result` (the commit), or its `failure` (the error;
+        nothing was committed)."""
+        return await self._act_then_panel(task_id, self.commit(task_id, data))
+
+    async def merge_panel(self, task_id: str, data: MergeCreate) -> dict[str, Any]:
+        """`merge`, then the panel: its `result` (the merge), or its `failure` (the error,
+        a MergeConflict with its paths; the repository is untouched)."""
+        return await self._act_then_panel(task_id, self.merge(task_id, data))
+
+    async def _act_then_panel(
+        self, task_id: str, action: Coroutine[Any, Any, dict[str, Any]]
+    ) -> dict[str, Any]:
+        result: dict[str, Any] | None = None
+        failure: KandevError | None = None
+        try:
+            result = await action
+        except KandevError as exc:
+            failure = exc
+        panel = await self.review_panel(task_id)
+        panel["result"] = result
+        panel["failure"] = failure
+        return panel
 
     async def mark_reviewed(self, task_id: str, path: str, reviewed: bool) -> dict[str, Any]:
         """Mark one changed file reviewed at its current diff (or clear the mark); the panel

@@ -78,6 +78,9 @@ class ChangesFragment:
     truncated: bool
     reviewed_files: int
     files: list[FileView]
+    overlaps: list[dict[str, Any]] = field(default_factory=list)  # other open tasks, same files
+    notice: str = ""  # what a commit or a merge from the panel did
+    error: str = ""  # why it did not (shown through `readable_error`)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,11 @@ from kandev.api.deps import (
     TaskServiceDep,
     WorkflowServiceDep,
 )
+from kandev.api.errors import status_for
+from kandev.errors import Conflict, KandevError
 from kandev.moves.models import ACTOR_USER, MoveRequest
+from kandev.repos.changes import MergeConflict
+from kandev.repos.inputs import CommitCreate, MergeCreate
 from kandev.sessions.inputs import MessagePageQuery, PromptInput, SessionCreate
 from kandev.web.diff_view import file_views
 from kandev.web.pages import ChangesFragment, MessagesFragment, TaskPage
@@ -94,7 +98,15 @@ async def messages_fragment(
     return render(request, "partials/_messages.html", MessagesFragment(messages=messages))
 
 
-def _changes_fragment(request: Request, task_id: str, changes: dict[str, Any]) -> Response:
+def _changes_fragment(
+    request: Request,
+    task_id: str,
+    changes: dict[str, Any],
+    *,
+    notice: str = "",
+    error: str = "",
+    status_code: int = 200,
+) -> Response:
     page = ChangesFragment(
         task_id=task_id,
         branch=changes["branch"],
@@ -104,8 +116,34 @@ def _changes_fragment(request: Request, task_id: str, changes: dict[str, Any]) -
         truncated=changes["truncated"],
         reviewed_files=changes["reviewed_files"],
         files=file_views(changes),
+        overlaps=changes.get("overlaps", []),
+        notice=notice,
+        error=error,
     )
-    return render(request, "partials/_changes.html", page)
+    return render(request, "partials/_changes.html", page, status_code=status_code)
+
+
+def _failure_text(exc: KandevError) -> str:
+    if isinstance(exc, MergeConflict):
+        return f"Merge refused: conflicts in {', '.join(exc.conflicts)} — nothing was changed"
+    return exc.message
+
+
+def _acted(request: Request, task_id: str, panel: dict[str, Any], notice: str) -> Response:
+    """After a commit or a merge from the panel: the panel with what happened (HX-Request),
+    or back to the page (a failure is the error page, with REST's status)."""
+    failure: KandevError | None = panel["failure"]
+    if request.headers.get("HX-Request") != "true":
+        if failure is not None:
+            if isinstance(failure, MergeConflict):
+                raise Conflict(_failure_text(failure))
+            raise failure
+        return RedirectResponse(f"/tasks/{task_id}#changes-panel", 303)
+    if failure is not None:
+        return _changes_fragment(
+            request, task_id, panel, error=_failure_text(failure), status_code=status_for(failure)
+        )
+    return _changes_fragment(request, task_id, panel, notice=notice)
 
 
 @router.get("/tasks/{task_id}/changes-fragment", name="changes_fragment")
@@ -130,6 +168,41 @@ async def reviewed_form(
     if request.headers.get("HX-Request") != "true":
         return RedirectResponse(f"/tasks/{task_id}#changes-panel", 303)
     return _changes_fragment(request, task_id, changes)
+
+
+@router.post("/tasks/{task_id}/commit-form", name="commit_form")
+@page_route
+async def commit_form(
+    changes_service: ChangesServiceDep, request: Request, task_id: str
+) -> Response:
+    """Commit everything in the task's worktree with `message`; the panel again."""
+    form = await request.form()
+    data = parse_form(CommitCreate, {"message": form_text(form, "message")})
+    panel = await changes_service.commit_panel(task_id, data)
+    result = panel["result"] or {}
+    count = len(result.get("files", []))
+    notice = (
+        f"Committed {str(result.get('commit', ''))[:7]} ({count} file{'' if count == 1 else 's'})"
+    )
+    return _acted(request, task_id, panel, notice)
+
+
+@router.post("/tasks/{task_id}/merge-form", name="merge_form")
+@page_route
+async def merge_form(
+    changes_service: ChangesServiceDep, request: Request, task_id: str
+) -> Response:
+    """Merge the task branch into its base branch (`strategy` merge|squash); the panel
+    again. A conflict changes nothing and lists the conflicting paths."""
+    form = await request.form()
+    data = parse_form(MergeCreate, {"strategy": form_text(form, "strategy") or "merge"})
+    panel = await changes_service.merge_panel(task_id, data)
+    result = panel["result"] or {}
+    notice = (
+        f"{'Squashed' if result.get('strategy') == 'squash' else 'Merged'} into "
+        f"{result.get('base_branch', '')} as {str(result.get('commit', ''))[:7]}"
+    )
+    return _acted(request, task_id, panel, notice)
 
 
 # --- form fallbacks (the page works without JavaScript) --------------------------------

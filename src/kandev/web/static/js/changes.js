@@ -147,17 +147,21 @@ export class ChangesPanel {
       this.comments.push({ path: form.dataset.path, line: Number(form.dataset.line), body });
       form.closest("tr").remove();
       this.showComments();
-    } else if (form.matches(".reviewed-form")) {
+    } else if (form.matches(".reviewed-form, .commit-form, .merge-form")) {
       event.preventDefault();
+      const button = form.querySelector("button[type='submit']");
+      if (button) button.disabled = true;
       const res = await fetch(form.action, {
         method: "POST", credentials: "include", headers: { "HX-Request": "true" },
         body: new URLSearchParams(new FormData(form)),
       });
-      if (!res.ok) { toast(`Not marked: ${res.status}`, "error"); return; }
       const template = document.createElement("template");
       template.innerHTML = (await res.text()).trim();
       const element = template.content.firstElementChild;
-      if (element) this.swap(element);
+      // A commit or a merge that failed answers with the panel and its error sentence.
+      if (element && element.id === "changes-panel") { this.swap(element); return; }
+      if (button) button.disabled = false;
+      if (!res.ok) toast(`Not done: ${element ? element.textContent : res.status}`, "error");
     }
   }
 
