@@ -22,7 +22,7 @@ def _idle(rest, session_id: str) -> None:
     while time.monotonic() < deadline:
         if rest.get(f"/api/v1/sessions/{session_id}").json()["state"] == "IDLE":
             return
-        time.sleep(0.1)
+        time.sleep(0.1)  # noqa: sleep-ok (polls a condition, with a deadline)
     raise AssertionError("the session never became IDLE")
 
 
