@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from kandev.cli_http import JSON_OPTION, TOKEN_OPTION, URL_OPTION
-from kandev.cli_questions import all_pages, echo_listing, mcp_tools, run_action
+from kandev.cli_questions import mcp_tools, run_action, run_listing
 
 permissions_app = typer.Typer(no_args_is_help=True)
 
@@ -37,15 +37,15 @@ def list_permissions(
 ) -> None:
     """Show the permission requests agents are blocked on, oldest first, with their options."""
 
-    async def action() -> int:
-        async with mcp_tools(url, token) as call:
-            requests = await all_pages(
-                call, "list_pending_permissions_kandev", "permissions", workspace_id or None
-            )
-        echo_listing(requests, as_json, "No agent is waiting for a permission.", render_request)
-        return 0
-
-    run_action(action)
+    run_listing(
+        url,
+        token,
+        ("list_pending_permissions_kandev", "permissions"),
+        workspace_id,
+        as_json,
+        "No agent is waiting for a permission.",
+        render_request,
+    )
 
 
 @permissions_app.command("answer")

@@ -184,12 +184,33 @@ def list_questions(
 ) -> None:
     """Show the questions agents are waiting on, oldest first, with their options."""
 
+    run_listing(
+        url,
+        token,
+        ("list_pending_questions_kandev", "bundles"),
+        workspace_id,
+        as_json,
+        "No agent is waiting for an answer.",
+        render_bundle,
+    )
+
+
+def run_listing(
+    url: str,
+    token: str,
+    tool_and_key: tuple[str, str],
+    workspace_id: str,
+    as_json: bool,
+    empty: str,
+    render: Callable[[dict[str, Any]], str],
+) -> None:
+    """A `list` command: every page of a listing tool, printed by `echo_listing`."""
+    tool, key = tool_and_key
+
     async def action() -> int:
         async with mcp_tools(url, token) as call:
-            bundles = await all_pages(
-                call, "list_pending_questions_kandev", "bundles", workspace_id or None
-            )
-        echo_listing(bundles, as_json, "No agent is waiting for an answer.", render_bundle)
+            items = await all_pages(call, tool, key, workspace_id or None)
+        echo_listing(items, as_json, empty, render)
         return 0
 
     run_action(action)
