@@ -115,9 +115,14 @@ class KandevClient:
         if self._http is None:
             import httpx
 
+            from kandev.agents.http_tls import tls_verify_for
+
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
             self._http = httpx.Client(
-                base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0, connect=5.0)
+                base_url=self.url,
+                headers=headers,
+                timeout=httpx.Timeout(30.0, connect=5.0),
+                verify=tls_verify_for(self.url),  # no CA bundle loaded for http://
             )
         return self._http
 

@@ -47,6 +47,7 @@ async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
     from mcp.types import Implementation
 
     from kandev import CLI_CLIENT_NAME, __version__
+    from kandev.agents.http_tls import tls_verify_for
 
     base = root_url(url)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -75,6 +76,7 @@ async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
                 headers=headers,
                 timeout=httpx2.Timeout(30, read=120),
                 event_hooks={"response": [keep_refusal]},
+                verify=tls_verify_for(base),  # no CA bundle loaded for http://
             ) as http,
             Client(
                 streamable_http_client(f"{base}/mcp", http_client=http),

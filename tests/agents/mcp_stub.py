@@ -3,7 +3,7 @@
 It stands in for Kandev's agent MCP endpoint: `list_workspaces_kandev` always, and
 `ask_user_question_kandev` when built with an answer (or with `hold_questions=True`, in which
 case the question waits until the server stops). It records the Authorization headers and
-questions it received.
+questions it received, and the client port of each request.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class StubMcpServer:
         self, *, answer: dict[str, Any] | None = None, hold_questions: bool = False
     ) -> None:
         self.authorizations: list[str | None] = []
+        self.client_ports: list[int] = []  # the TCP port each request came from
         self.questions: list[list[dict[str, Any]]] = []
         self.question_received = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -66,6 +67,7 @@ class StubMcpServer:
                 headers = dict(scope["headers"])
                 value = headers.get(b"authorization")
                 self.authorizations.append(value.decode() if value is not None else None)
+                self.client_ports.append(scope["client"][1])
             await app(scope, receive, send)
 
         self._sock = socket.socket()

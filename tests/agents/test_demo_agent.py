@@ -52,6 +52,26 @@ async def test_reply_mentions_the_prompt_and_the_kandev_tools(
     assert stub.authorizations and set(stub.authorizations) == {f"Bearer {TOKEN}"}
 
 
+async def test_turns_reuse_one_http_client(
+    tmp_path: Path, start_agent: StartAgent, recorder: Recorder, mcp_stub
+) -> None:
+    """The agent process keeps one HTTP client (and its pool) for every turn: the second
+    turn's requests come over connections the first one opened, not a new client's."""
+    stub: StubMcpServer = mcp_stub()
+    handle = await start_agent(demo_launch(tmp_path, stub.url), recorder)
+
+    with anyio.fail_after(WAIT_SECONDS):
+        assert await handle.prompt("First turn") == "end_turn"
+    first_turn = len(stub.client_ports)
+    with anyio.fail_after(WAIT_SECONDS):
+        assert await handle.prompt("Second turn") == "end_turn"
+    first, second = stub.client_ports[:first_turn], stub.client_ports[first_turn:]
+
+    assert "You said: Second turn" in recorder.text()
+    assert first and second
+    assert set(second) <= set(first)
+
+
 async def test_unreachable_mcp_server_still_ends_the_turn(
     tmp_path: Path, start_agent: StartAgent, recorder: Recorder
 ) -> None:
