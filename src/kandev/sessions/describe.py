@@ -10,7 +10,34 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.describe import TaskDescriber
+from kandev.board.models import Task
 from kandev.sessions.models import Session
+
+
+class SessionsView(Protocol):
+    """The described sessions of a task, read in one statement inside a write transaction
+    (kandev.pending.view): writers patch it with the rows they changed and describe the
+    result without reading again."""
+
+    def session(self, session_id: str) -> Session | None: ...
+
+    def owner_id(self, task_id: str) -> str: ...
+
+    def session_json(self, session_id: str) -> dict[str, Any]: ...
+
+    def task_json(self, task: Task) -> dict[str, Any]: ...
+
+    def has_open_question(self, session_id: str) -> bool: ...
+
+    def has_pending_permission(self, session_id: str) -> bool: ...
+
+    def pending_action(self, session_id: str) -> str | None: ...
+
+    def replace_session(self, session: Session) -> None: ...
+
+    def clarifications_settled(self, session_id: str) -> None: ...
+
+    def permissions_settled(self, session_id: str) -> None: ...
 
 
 class SessionDescriber(TaskDescriber, Protocol):
@@ -21,3 +48,11 @@ class SessionDescriber(TaskDescriber, Protocol):
     async def pending_actions(
         self, conn: AsyncConnection, session_ids: list[str]
     ) -> dict[str, str]: ...
+
+    async def view_of_session_task(
+        self, conn: AsyncConnection, session_id: str
+    ) -> SessionsView: ...
+
+    async def view_of_sessions(
+        self, conn: AsyncConnection, session_ids: Sequence[str]
+    ) -> SessionsView: ...

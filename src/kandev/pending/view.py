@@ -1,0 +1,243 @@
+"""One statement that describes a task's sessions: everything events and responses need.
+
+For every session of the task(s) asked about: the session row, its current turn, whether a
+question is pending on that turn, the latest permission request's status on it, whether any
+permission request of the session is pending, its oldest active bundle, and the task's
+owner. Task JSON, session JSON, the turn-end guards ("is a question open?", "is a permission
+pending?") and event scoping all come from this one read, so a write path describes what it
+changed without re-reading rows (reference §1.7, §2.5; the rules are the same SQL as
+pending.projection and clarification.pending_ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, exists, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from kandev.board.models import Task
+from kandev.catalog.messages import (
+    ACTION_CLARIFICATION,
+    ACTION_PERMISSION,
+    CLARIFICATION_TYPE,
+    PENDING,
+    PENDING_ID_KEY,
+    PERMISSION_TYPE,
+    STATUS_KEY,
+)
+from kandev.clarification.list_query import _inline
+from kandev.clarification.pending_ids import task_pending_clarification_id
+from kandev.clarification.predicates import is_pending, meta
+from kandev.db.json_sql import json_key_text
+from kandev.db.tables import task_session_messages as messages
+from kandev.db.tables import task_sessions, tasks, workspaces
+from kandev.pending.projection import task_pending_action
+from kandev.sessions.models import Session
+from kandev.sessions.turns import current_turn_id_subquery
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    session: Session
+    current_turn_id: str | None
+    clarification_pending: bool  # a pending question on the current turn
+    permission_status: str | None  # the current turn's latest permission request, if any
+    permission_pending: bool  # any pending permission request of the session
+    bundle: tuple[datetime, str] | None  # the oldest active bundle: (created_at, pending_id)
+
+    @property
+    def pending_action(self) -> str | None:
+        if self.session.is_terminal:
+            return None  # ended sessions owe nothing
+        if self.clarification_pending:
+            return ACTION_CLARIFICATION
+        if self.permission_status is not None and self.permission_status in ("", PENDING):
+            return ACTION_PERMISSION
+        return None
+
+    @property
+    def pending_clarification_id(self) -> str | None:
+        return None if self.session.is_terminal or self.bundle is None else self.bundle[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.session.to_json(
+            current_turn_id=self.current_turn_id,
+            pending_action=self.pending_action,
+            pending_clarification_id=self.pending_clarification_id,
+        )
+
+
+class TaskView:
+    """The described sessions of one or more tasks; writers patch it with what they changed
+    (the rows their UPDATE … RETURNING gave back) and describe from it."""
+
+    def __init__(self, facts: Iterable[SessionFacts], owners: dict[str, str]) -> None:
+        self._facts: dict[str, SessionFacts] = {f.session.id: f for f in facts}
+        self._owners = owners
+
+    # --- reading --------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> Session | None:
+        found = self._facts.get(session_id)
+        return found.session if found is not None else None
+
+    def owner_id(self, task_id: str) -> str:
+        return self._owners.get(task_id, "")
+
+    def session_json(self, session_id: str) -> dict[str, Any]:
+        return self._facts[session_id].to_json()
+
+    def has_open_question(self, session_id: str) -> bool:
+        found = self._facts.get(session_id)
+        return found is not None and found.clarification_pending
+
+    def has_pending_permission(self, session_id: str) -> bool:
+        found = self._facts.get(session_id)
+        return found is not None and found.permission_pending
+
+    def pending_action(self, session_id: str) -> str | None:
+        found = self._facts.get(session_id)
+        return found.pending_action if found is not None else None
+
+    def task_json(self, task: Task) -> dict[str, Any]:
+        of_task = [f for f in self._facts.values() if f.session.task_id == task.id]
+        states = [(f.session.id, f.session.state) for f in of_task]
+        actions = {f.session.id: a for f in of_task if (a := f.pending_action) is not None}
+        bundles = {
+            f.session.id: f.bundle
+            for f in of_task
+            if f.bundle is not None and not f.session.is_terminal
+        }
+        primary = next((f for f in of_task if f.session.is_primary), None)
+        return task.to_json(
+            task_pending_action=task_pending_action(states, actions),
+            primary_session_pending_action=primary.pending_action if primary else None,
+            pending_clarification_id=task_pending_clarification_id(states, bundles),
+        )
+
+    # --- patching -------------------------------------------------------------------------
+
+    def replace_session(self, session: Session) -> None:
+        """The session row as an UPDATE … RETURNING gave it back."""
+        found = self._facts.get(session.id)
+        if found is not None:
+            self._facts[session.id] = replace(found, session=session)
+
+    def clarifications_settled(self, session_id: str) -> None:
+        """No question of the session is pending any more (claimed, expired)."""
+        found = self._facts.get(session_id)
+        if found is not None:
+            self._facts[session_id] = replace(found, clarification_pending=False, bundle=None)
+
+    def permissions_settled(self, session_id: str) -> None:
+        """The session's pending permission requests were decided or expired."""
+        found = self._facts.get(session_id)
+        if found is not None and found.permission_pending:
+            status = "expired" if found.permission_status in ("", PENDING) else None
+            self._facts[session_id] = replace(
+                found,
+                permission_pending=False,
+                permission_status=status or found.permission_status,
+            )
+
+
+def _facts_query(where: ColumnElement[bool]) -> Any:
+    described = select(
+        task_sessions, current_turn_id_subquery(task_sessions.c.id).label("current_turn_id")
+    ).where(where)
+    current = described.subquery("described")
+    on_turn = (
+        messages.c.session_id == current.c.id,
+        messages.c.turn_id == current.c.current_turn_id,
+    )
+    clarification = exists().where(
+        *on_turn, _inline(messages.c.type == CLARIFICATION_TYPE), _inline(is_pending())
+    )
+    permission_status = (
+        select(func.coalesce(meta(STATUS_KEY), ""))
+        .where(*on_turn, messages.c.type == PERMISSION_TYPE)
+        .order_by(messages.c.created_at.desc(), messages.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    permission_pending = exists().where(
+        messages.c.session_id == current.c.id,
+        messages.c.type == PERMISSION_TYPE,
+        is_pending(),
+    )
+    pending_id = json_key_text(messages.c.metadata, PENDING_ID_KEY)
+    bundles = (
+        select(pending_id.label("pending_id"), func.min(messages.c.created_at).label("created"))
+        .where(
+            *on_turn,
+            _inline(messages.c.type == CLARIFICATION_TYPE),
+            _inline(is_pending()),
+            func.coalesce(pending_id, "") != "",
+        )
+        .group_by(pending_id)
+        .order_by(func.min(messages.c.created_at), pending_id)
+        .limit(1)
+    )
+    owner = (
+        select(workspaces.c.owner_id)
+        .select_from(tasks.join(workspaces, workspaces.c.id == tasks.c.workspace_id))
+        .where(tasks.c.id == current.c.task_id)
+        .scalar_subquery()
+    )
+    return select(
+        current,
+        clarification.label("clarification_pending"),
+        permission_status.label("permission_status"),
+        permission_pending.label("permission_pending"),
+        bundles.with_only_columns(bundles.selected_columns.pending_id)
+        .scalar_subquery()
+        .label("bundle_id"),
+        bundles.with_only_columns(bundles.selected_columns.created)
+        .scalar_subquery()
+        .label("bundle_created"),
+        owner.label("owner_id"),
+    ).order_by(current.c.started_at, current.c.id)
+
+
+async def _read(conn: AsyncConnection, where: ColumnElement[bool]) -> TaskView:
+    facts: list[SessionFacts] = []
+    owners: dict[str, str] = {}
+    for row in (await conn.execute(_facts_query(where))).mappings():
+        bundle = None
+        if row["bundle_id"]:
+            created = row["bundle_created"]
+            if isinstance(created, str):  # SQLite hands an aggregate back untyped
+                created = datetime.fromisoformat(created)
+            bundle = (created, row["bundle_id"])
+        facts.append(
+            SessionFacts(
+                session=Session.from_row(row),
+                current_turn_id=row["current_turn_id"],
+                clarification_pending=bool(row["clarification_pending"]),
+                permission_status=row["permission_status"],
+                permission_pending=bool(row["permission_pending"]),
+                bundle=bundle,
+            )
+        )
+        owners[row["task_id"]] = row["owner_id"] or ""
+    return TaskView(facts, owners)
+
+
+async def view_of_session_task(conn: AsyncConnection, session_id: str) -> TaskView:
+    """Every session of the task the session belongs to (one statement)."""
+    task_of_session = (
+        select(task_sessions.c.task_id).where(task_sessions.c.id == session_id).scalar_subquery()
+    )
+    return await _read(conn, task_sessions.c.task_id == task_of_session)
+
+
+async def view_of_tasks(conn: AsyncConnection, task_ids: Sequence[str]) -> TaskView:
+    return await _read(conn, task_sessions.c.task_id.in_(sorted(set(task_ids))))
+
+
+async def view_of_sessions(conn: AsyncConnection, session_ids: Sequence[str]) -> TaskView:
+    return await _read(conn, task_sessions.c.id.in_(sorted(set(session_ids))))
