@@ -78,3 +78,18 @@ async def make_board(
 async def board(sqlite_services: Services, tmp_path: Path) -> RepoBoard:
     repo = make_repo(tmp_path / "project", {"README.md": "# demo\n", "src/app.py": "x = 1\n"})
     return await make_board(sqlite_services, repo)
+
+
+@pytest.fixture
+async def any_services(database_url: str, tmp_path: Path) -> AsyncIterator[Services]:
+    """Services on each database kind (SQLite and PostgreSQL)."""
+    built = build_services(make_settings(tmp_path, database_url), clock=ManualClock())
+    await built.prepare()
+    yield built
+    await built.close()
+
+
+@pytest.fixture
+async def any_board(any_services: Services, tmp_path: Path) -> RepoBoard:
+    repo = make_repo(tmp_path / "project", {"README.md": "# demo\n", "src/app.py": "x = 1\n"})
+    return await make_board(any_services, repo)

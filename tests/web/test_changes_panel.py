@@ -163,6 +163,8 @@ def test_the_panel_template_reads_exactly_the_documented_fields() -> None:
         truncated=True,
         reviewed_files=0,
         files=file_views(changes),
+        since="last_review",
+        last_review={"commit": "c0ffee", "reviewed_at": "2026-12-01T10:00:00+00:00"},
     )
     recorder = Recorder(page)
     context = {
@@ -175,3 +177,4 @@ def test_the_panel_template_reads_exactly_the_documented_fields() -> None:
     html = render.env.get_template("partials/_changes.html").render(context)
     assert recorder.read == {f.name for f in dataclasses.fields(pages.ChangesFragment)}
     assert "changed since review" in html and "too large to show in full" in html
+    assert "since your last review" in html and "2026-12-01 10:00 UTC" in html

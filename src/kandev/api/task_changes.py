@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from kandev.api.deps import ChangesServiceDep
@@ -18,8 +18,10 @@ router = APIRouter(prefix="/api/v1/tasks/{task_id}", tags=["task changes"])
 async def get_changes(
     changes_service: ChangesServiceDep,
     task_id: str,
+    since: str | None = Query(default=None, max_length=64),
 ) -> dict[str, Any]:
-    return await changes_service.changes(task_id)
+    """`?since=last_review`: the changes since the caller's last review."""
+    return await changes_service.changes(task_id, since)
 
 
 @router.get("/overlaps")

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.sql import hangs_off_visible_workspace
 from kandev.board.models import Task
-from kandev.db.tables import task_file_reviews, tasks, workflows
+from kandev.db.tables import task_file_reviews, task_review_snapshots, tasks, workflows
 
 
 async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task:
@@ -65,6 +65,9 @@ async def change_task_state(conn: AsyncConnection, task_id: str, state: str, now
 
 async def delete_task(conn: AsyncConnection, task_id: str) -> None:
     await conn.execute(delete(task_file_reviews).where(task_file_reviews.c.task_id == task_id))
+    await conn.execute(
+        delete(task_review_snapshots).where(task_review_snapshots.c.task_id == task_id)
+    )
     await conn.execute(delete(tasks).where(tasks.c.id == task_id))
 
 

@@ -250,6 +250,19 @@ task_file_reviews = Table(
     Column("fingerprint", String(64), nullable=False),
 )
 
+# The worktree as each person last reviewed it (migration 0009; kandev.repos): the commit
+# Kandev wrote of it (kept alive by a ref under refs/kandev/reviews/) when that reviewer last
+# marked a file reviewed or sent review comments; `?since=last_review` diffs against it.
+# `reviewer_id` is the user's id ('' for an internal caller). No foreign key, as above.
+task_review_snapshots = Table(
+    "task_review_snapshots",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("reviewer_id", String(64), primary_key=True),
+    Column("snapshot_commit", String(64), nullable=False),
+    Column("reviewed_at", UTCDateTime(), nullable=False),
+)
+
 # --- agents and sessions ----------------------------------------------------------------
 
 agent_profiles = Table(

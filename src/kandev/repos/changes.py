@@ -5,6 +5,11 @@ untracked) against the merge base with the base branch. They are read through a 
 index (a copy of the worktree's, `git add -A` into it via GIT_INDEX_FILE), so the real index
 is never touched. Git work on one repository is serialized (GitRunner.lock).
 
+"Since my last review" diffs the worktree against a snapshot of it: when a person marks a
+file reviewed or sends review comments, the throwaway index's tree (`write-tree`) becomes a
+commit (`commit-tree`, no parent) kept alive by `refs/kandev/reviews/<task>/<reviewer>`, and
+its id is stored per task and reviewer (task_review_snapshots).
+
 Merges are computed with `git merge-tree --write-tree` (no checkout touched) and land with
 `update-ref`, or, when the repository's own checkout has the base branch checked out, with
 `git merge --ff-only` to the new commit so that working tree ends as `git merge` leaves it.
@@ -25,16 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kandev.auth.identity import current_identity
 from kandev.board import task_repository
 from kandev.board.events import TASK_UPDATED, TaskDescriber, add_task_event, pending_events
 from kandev.board.models import Task
 from kandev.catalog.events import SESSION_TURN_COMPLETED, TASK_CHANGES_UPDATED
 from kandev.db.engine import Database
-from kandev.errors import Conflict, KandevError
+from kandev.errors import Conflict, KandevError, ValidationFailed
 from kandev.events.bus import EventBus
 from kandev.events.publisher import task_owner_id
 from kandev.repos import repository_sql
-from kandev.repos.git import GitRunner
+from kandev.repos.git import REVIEW_REF_PREFIX, GitFailed, GitRunner
 from kandev.repos.inputs import CommitCreate, MergeCreate, ReviewCreate
 from kandev.repos.models import Repository
 from kandev.repos.service import RepositoryService
@@ -45,6 +51,9 @@ log = logging.getLogger(__name__)
 FILE_DIFF_CAP = 256 * 1024
 TOTAL_DIFF_CAP = 2 * 1024 * 1024
 MAX_FILES = 500
+SINCE_LAST_REVIEW = "last_review"  # GET …/changes?since=last_review
+# Snapshot commits are Kandev's own bookkeeping objects, never on a branch: a fixed identity.
+SNAPSHOT_IDENTITY = ["-c", "user.name=Kandev", "-c", "user.email=kandev@localhost"]
 STATUS_BY_LETTER = {
     "A": "added",
     "M": "modified",
@@ -151,6 +160,24 @@ def file_fingerprint(changed: dict[str, Any]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def check_since(since: str | None) -> str | None:
+    """`since` of a changes read: absent, or "last_review" (400 naming `since` otherwise)."""
+    if since in (None, "", SINCE_LAST_REVIEW):
+        return since or None
+    raise ValidationFailed("since", f"must be {SINCE_LAST_REVIEW!r} (or absent), not {since!r}")
+
+
+def reviewer_id() -> str:
+    """Whose review it is: the caller's user id ('' for an internal caller)."""
+    identity = current_identity()
+    return identity.user_id if identity is not None else ""
+
+
+def review_ref(task_id: str, reviewer: str) -> str:
+    """The ref that keeps a reviewer's snapshot commit alive (user ids need not be ref-safe)."""
+    return f"{REVIEW_REF_PREFIX}/{task_id}/{hashlib.sha256(reviewer.encode()).hexdigest()[:16]}"
+
+
 def review_prompt(review: ReviewCreate) -> str:
     lines = ["Review comments on your changes:", ""]
     for number, comment in enumerate(review.comments, 1):
@@ -181,12 +208,18 @@ class ChangesService:
 
     # --- reading ------------------------------------------------------------------------
 
-    async def changes(self, task_id: str) -> dict[str, Any]:
+    async def changes(self, task_id: str, since: str | None = None) -> dict[str, Any]:
+        """The task's changes; with `since="last_review"`, those since the caller's last
+        review (`last_review` says which; null: no review yet, and the changes are all of
+        them)."""
+        since = check_since(since)
         task, repository = await self.repositories.task_repository(task_id)
-        return await self._changes(task, repository)
+        if since is None:
+            return await self._changes(task, repository)
+        return await self._changes_since_review(task, repository)
 
-    async def _changes(self, task: Task, repository: Repository) -> dict[str, Any]:
-        answer: dict[str, Any] = {
+    def _empty_answer(self, task: Task) -> dict[str, Any]:
+        return {
             "branch": task.branch or None,
             "base_branch": task.base_branch or None,
             "merge_base": None,
@@ -195,15 +228,77 @@ class ChangesService:
             "deletions": 0,
             "truncated": False,
         }
+
+    async def _changes(
+        self, task: Task, repository: Repository, *, record_review: bool = False
+    ) -> dict[str, Any]:
+        """The changes against the merge base (and the task row's totals kept up to date);
+        `record_review`: the worktree as read becomes the caller's review snapshot."""
+        answer = self._empty_answer(task)
         if not task.branch:
             return answer  # no session yet: nothing changed
+        ref = review_ref(task.id, reviewer_id()) if record_review else None
         async with self.git.lock(repository.path):
-            merge_base, output = await self._diff(task, repository, patch=True)
+            merge_base, output, snapshot = await self._diff(
+                task, repository, patch=True, snapshot_ref=ref
+            )
         answer["merge_base"] = merge_base
         answer.update(await asyncio.to_thread(parse_changes, output))
+        if snapshot:
+            await self._store_review(task.id, snapshot)
         if (task.additions, task.deletions) != (answer["additions"], answer["deletions"]):
             await self._store_totals(task.id, answer["additions"], answer["deletions"])
         return answer
+
+    async def _last_review(self, task_id: str) -> dict[str, Any] | None:
+        async with self.db.read() as conn:
+            found = await repository_sql.review_snapshot(conn, task_id, reviewer_id())
+        if found is None:
+            return None
+        commit, reviewed_at = found
+        return {"commit": commit, "reviewed_at": reviewed_at.isoformat()}
+
+    async def _changes_since_review(
+        self, task: Task, repository: Repository, full: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """What changed in the worktree since the caller's last review; before any review,
+        all the changes (`full` when already read), with `last_review: null`."""
+        last_review = await self._last_review(task.id) if task.branch else None
+        if last_review is None:
+            answer = full if full is not None else await self._changes(task, repository)
+        else:
+            answer = self._empty_answer(task)
+            try:
+                async with self.git.lock(repository.path):
+                    merge_base, output, _ = await self._diff(
+                        task, repository, patch=True, against=last_review["commit"]
+                    )
+            except GitFailed as exc:
+                raise Conflict(
+                    "the snapshot of your last review is gone from the repository; "
+                    "mark a file reviewed to take a new one"
+                ) from exc
+            answer["merge_base"] = merge_base
+            answer.update(await asyncio.to_thread(parse_changes, output))
+        answer["since"] = SINCE_LAST_REVIEW
+        answer["last_review"] = last_review
+        return answer
+
+    async def _store_review(self, task_id: str, commit: str) -> None:
+        async with self.db.write() as conn:
+            await repository_sql.set_review_snapshot(
+                conn, task_id, reviewer_id(), commit, self.repositories.clock.now()
+            )
+
+    async def record_review(self, task: Task, repository: Repository) -> None:
+        """The worktree as it is now becomes the caller's review snapshot."""
+        if not task.branch:
+            return
+        async with self.git.lock(repository.path):
+            _, _, snapshot = await self._diff(
+                task, repository, patch=None, snapshot_ref=review_ref(task.id, reviewer_id())
+            )
+        await self._store_review(task.id, snapshot)
 
     async def _store_totals(self, task_id: str, additions: int, deletions: int) -> None:
         """The task row keeps the last totals (the board's cards show them without git);
@@ -232,20 +327,48 @@ class ChangesService:
         return result.text
 
     async def _diff(
-        self, task: Task, repository: Repository, *, patch: bool
-    ) -> tuple[str, DiffOutput]:
-        """Under the repository lock: the merge base and the diff against it."""
+        self,
+        task: Task,
+        repository: Repository,
+        *,
+        patch: bool | None,
+        against: str | None = None,
+        snapshot_ref: str | None = None,
+    ) -> tuple[str, DiffOutput, str]:
+        """Under the repository lock: the merge base, the diff against it (or against the
+        commit `against`; no diff when `patch` is None), and, with `snapshot_ref`, the
+        commit of the worktree as diffed, kept alive by that ref ("" otherwise)."""
         merge_base = await self._merge_base(repository, task)
         worktree = Path(task.worktree_path) if task.worktree_path else None
+        output = DiffOutput(b"", b"", b"")
+        snapshot = ""
         if worktree is None or not worktree.is_dir():
             # No worktree (yet, or any more): what the branch holds.
-            return merge_base, await self._run_diff(
-                repository.path, [merge_base, f"refs/heads/{task.branch}"], None, patch
-            )
+            branch = f"refs/heads/{task.branch}"
+            if patch is not None:
+                output = await self._run_diff(
+                    repository.path, [against or merge_base, branch], None, patch
+                )
+            if snapshot_ref:
+                snapshot = (await self.git.run(repository.path, "rev-parse", branch)).text
+                await self.git.run(repository.path, "update-ref", snapshot_ref, snapshot)
+            return merge_base, output, snapshot
         async with self._snapshot_index(worktree) as env:
             await self.git.run(worktree, "add", "-A", env=env)
-            output = await self._run_diff(worktree, ["--cached", merge_base], env, patch)
-        return merge_base, output
+            if patch is not None:
+                spec = ["--cached", against or merge_base]
+                output = await self._run_diff(worktree, spec, env, patch)
+            if snapshot_ref:
+                snapshot = await self._snapshot_commit(worktree, env, task.id)
+                await self.git.run(worktree, "update-ref", snapshot_ref, snapshot)
+        return merge_base, output, snapshot
+
+    async def _snapshot_commit(self, worktree: Path, env: dict[str, str], task_id: str) -> str:
+        """A parentless commit of the (throwaway) index's tree."""
+        tree = (await self.git.run(worktree, "write-tree", env=env)).text
+        message = f"kandev: the worktree of task {task_id} as last reviewed"
+        made = await self.git.run(worktree, *SNAPSHOT_IDENTITY, "commit-tree", tree, "-m", message)
+        return made.text
 
     async def _run_diff(
         self, cwd: str | Path, spec: list[str], env: dict[str, str] | None, patch: bool
@@ -280,7 +403,7 @@ class ChangesService:
         if not task.branch:
             return set()
         async with self.git.lock(repository.path):
-            _, output = await self._diff(task, repository, patch=False)
+            _, output, _ = await self._diff(task, repository, patch=False)
         tokens = [t for t in _tokens(output.name_status)]
         paths: set[str] = set()
         i = 0
@@ -332,22 +455,36 @@ class ChangesService:
 
     # --- the task page's Changes panel -----------------------------------------------------
 
-    async def review_panel(self, task_id: str) -> dict[str, Any]:
-        """The changes, each file with its `fingerprint` (of its diff) and `reviewed`:
-        "" (not marked), "reviewed", or "stale" (marked, and its diff changed since)."""
+    async def review_panel(self, task_id: str, since: str | None = None) -> dict[str, Any]:
+        """The changes, each file with its `fingerprint` (of its diff against the merge
+        base), `reviewed`: "" (not marked), "reviewed", or "stale" (marked, and its diff
+        changed since), and `markable` (among the task's changes). With
+        `since="last_review"` the files and diffs are those since the caller's last review
+        (`last_review`; null: none yet, all the changes shown); marks and overlaps always
+        read the whole changes."""
+        since = check_since(since)
         task, repository = await self.repositories.task_repository(task_id)
-        answer = await self._changes(task, repository)
+        full = await self._changes(task, repository)
         async with self.db.read() as conn:
             marks = await repository_sql.reviewed_marks(conn, task.id)
-        for f in answer["files"]:
+        states: dict[str, str] = {}
+        for f in full["files"]:
             f["fingerprint"] = file_fingerprint(f)
             mark = marks.get(f["path"])
-            f["reviewed"] = (
+            states[f["path"]] = (
                 "" if mark is None else "reviewed" if mark == f["fingerprint"] else "stale"
             )
+        answer = full
+        answer["since"], answer["last_review"] = None, None
+        if since is not None:
+            answer = await self._changes_since_review(task, repository, full)
+        for f in answer["files"]:
+            f.setdefault("fingerprint", "")
+            f["reviewed"] = states.get(f["path"], "")
+            f["markable"] = f["path"] in states
         answer["reviewed_files"] = sum(1 for f in answer["files"] if f["reviewed"] == "reviewed")
-        mine = {f["path"] for f in answer["files"]} | {
-            f["old_path"] for f in answer["files"] if f["old_path"]
+        mine = {f["path"] for f in full["files"]} | {
+            f["old_path"] for f in full["files"] if f["old_path"]
         }
         answer["overlaps"] = await self._overlaps(task, repository, mine)
         return answer
@@ -376,29 +513,35 @@ class ChangesService:
         panel["failure"] = failure
         return panel
 
-    async def mark_reviewed(self, task_id: str, path: str, reviewed: bool) -> dict[str, Any]:
+    async def mark_reviewed(
+        self, task_id: str, path: str, reviewed: bool, since: str | None = None
+    ) -> dict[str, Any]:
         """Mark one changed file reviewed at its current diff (or clear the mark); the panel
-        as it is then."""
+        as it is then (`since` as for review_panel). Marking is a review: the worktree as
+        read becomes the caller's review snapshot."""
+        since = check_since(since)
         task, repository = await self.repositories.task_repository(task_id)
-        changes = await self._changes(task, repository)
+        changes = await self._changes(task, repository, record_review=reviewed)
         found = next((f for f in changes["files"] if f["path"] == path), None)
         if found is None and reviewed:
             raise Conflict(f"{path!r} is not among the task's changed files")
         async with self.db.write() as conn:
             fingerprint = file_fingerprint(found) if reviewed and found is not None else None
             await repository_sql.set_reviewed_mark(conn, task.id, path, fingerprint)
-        return await self.review_panel(task_id)
+        return await self.review_panel(task_id, since)
 
     # --- acting -------------------------------------------------------------------------
 
     async def review(self, task_id: str, review: ReviewCreate) -> dict[str, Any]:
-        """The comments as one prompt to the task's primary session."""
-        task, _ = await self.repositories.task_repository(task_id)
+        """The comments as one prompt to the task's primary session. Sending them is a
+        review: the worktree as it is becomes the caller's review snapshot."""
+        task, repository = await self.repositories.task_repository(task_id)
         async with self.db.read() as conn:
             sessions = await session_repository.list_task_sessions(conn, task.id)
         primary = next((s for s in sessions if s.is_primary), None)
         if primary is None:
             raise Conflict("the task has no session to review; start one first")
+        await self.record_review(task, repository)
         result = await self.sessions.prompt(primary.id, review_prompt(review))
         return {"session_id": result.session_id, "turn_id": result.turn_id, "queued": result.queued}
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from kandev.errors import KandevError, Unavailable
 
 GIT_TIMEOUT_SECONDS = 60.0
+# Refs that keep the commits of review snapshots alive: <prefix>/<task id>/<reviewer key>.
+REVIEW_REF_PREFIX = "refs/kandev/reviews"
 GIT_MISSING = "git is not installed (no `git` on PATH); install git to use repositories"
 
 

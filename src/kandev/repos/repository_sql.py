@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from kandev.db.tables import repositories, task_file_reviews, tasks
+from kandev.db.tables import repositories, task_file_reviews, task_review_snapshots, tasks
 from kandev.repos.models import Repository
 
 
@@ -136,4 +137,46 @@ async def set_reviewed_mark(
     if fingerprint is not None:
         await conn.execute(
             insert(task_file_reviews).values(task_id=task_id, path=path, fingerprint=fingerprint)
+        )
+
+
+# --- the worktree as each reviewer last reviewed it (task_review_snapshots) ---------------
+
+
+async def review_snapshot(
+    conn: AsyncConnection, task_id: str, reviewer_id: str
+) -> tuple[str, datetime] | None:
+    """(snapshot commit, reviewed_at) of the reviewer's last review of the task, or None."""
+    row = (
+        await conn.execute(
+            select(
+                task_review_snapshots.c.snapshot_commit, task_review_snapshots.c.reviewed_at
+            ).where(
+                task_review_snapshots.c.task_id == task_id,
+                task_review_snapshots.c.reviewer_id == reviewer_id,
+            )
+        )
+    ).first()
+    return (row.snapshot_commit, row.reviewed_at) if row else None
+
+
+async def set_review_snapshot(
+    conn: AsyncConnection, task_id: str, reviewer_id: str, commit: str, reviewed_at: datetime
+) -> None:
+    where = (task_review_snapshots.c.task_id == task_id) & (
+        task_review_snapshots.c.reviewer_id == reviewer_id
+    )
+    updated = await conn.execute(
+        update(task_review_snapshots)
+        .where(where)
+        .values(snapshot_commit=commit, reviewed_at=reviewed_at)
+    )
+    if not updated.rowcount:
+        await conn.execute(
+            insert(task_review_snapshots).values(
+                task_id=task_id,
+                reviewer_id=reviewer_id,
+                snapshot_commit=commit,
+                reviewed_at=reviewed_at,
+            )
         )

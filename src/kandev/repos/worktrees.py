@@ -31,7 +31,7 @@ from kandev.config import Settings
 from kandev.db.engine import Database
 from kandev.errors import KandevError
 from kandev.repos import repository_sql
-from kandev.repos.git import GitRunner, same_path
+from kandev.repos.git import REVIEW_REF_PREFIX, GitRunner, same_path
 from kandev.repos.models import Repository
 from kandev.sessions.models import Session
 from kandev.sessions.recorder import SessionRecorder
@@ -263,6 +263,7 @@ class WorktreeService:
                         repo, "worktree", "remove", "--force", "--", task.worktree_path
                     )
                 await self.git.run(repo, "worktree", "prune")
+                await self._remove_review_refs(repo, task.id)
                 if task.branch and await self.git.branch_exists(repo, task.branch):
                     base = task.base_branch or repository.default_branch
                     ahead = await self.git.run(
@@ -272,6 +273,14 @@ class WorktreeService:
                         await self.git.run(repo, "branch", "-D", "--", task.branch)
         except KandevError:
             log.exception("cleaning up the worktree of task %s failed", task.id)
+
+    async def _remove_review_refs(self, repo: str, task_id: str) -> None:
+        """The refs that kept the task's review snapshots alive (ChangesService)."""
+        listed = await self.git.run(
+            repo, "for-each-ref", "--format=%(refname)", f"{REVIEW_REF_PREFIX}/{task_id}/"
+        )
+        for ref in listed.text.splitlines():
+            await self.git.run(repo, "update-ref", "-d", ref)
 
 
 def _decode(output: bytes | bytearray) -> str:

@@ -47,6 +47,7 @@ class FileView:
     fingerprint: str
     reviewed: str  # "" | "reviewed" | "stale"
     rows: list[DiffRow]
+    markable: bool = True  # among the task's changes (a file changed back is not)
 
 
 @lru_cache(maxsize=256)
@@ -123,6 +124,7 @@ def file_views(changes: dict[str, Any]) -> list[FileView]:
             fingerprint=f.get("fingerprint", ""),
             reviewed=f.get("reviewed", ""),
             rows=[] if f["binary"] else diff_rows(f["path"], f["diff"]),
+            markable=f.get("markable", True),
         )
         for f in changes["files"]
     ]

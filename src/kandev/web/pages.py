@@ -79,6 +79,8 @@ class ChangesFragment:
     reviewed_files: int
     files: list[FileView]
     overlaps: list[dict[str, Any]] = field(default_factory=list)  # other open tasks, same files
+    since: str = ""  # "" (all the changes) | "last_review" (since the caller's last review)
+    last_review: dict[str, Any] | None = None  # {commit, reviewed_at} of that review; None: none
     notice: str = ""  # what a commit or a merge from the panel did
     error: str = ""  # why it did not (shown through `readable_error`)
 

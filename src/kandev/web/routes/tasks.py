@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from kandev.api.deps import (
@@ -117,6 +117,8 @@ def _changes_fragment(
         reviewed_files=changes["reviewed_files"],
         files=file_views(changes),
         overlaps=changes.get("overlaps", []),
+        since=changes.get("since") or "",
+        last_review=changes.get("last_review"),
         notice=notice,
         error=error,
     )
@@ -149,10 +151,15 @@ def _acted(request: Request, task_id: str, panel: dict[str, Any], notice: str) -
 @router.get("/tasks/{task_id}/changes-fragment", name="changes_fragment")
 @page_route
 async def changes_fragment(
-    changes_service: ChangesServiceDep, request: Request, task_id: str
+    changes_service: ChangesServiceDep,
+    request: Request,
+    task_id: str,
+    since: str | None = Query(default=None, max_length=64),
 ) -> Response:
-    """The Changes panel of a task on a repository: files, totals, highlighted diffs."""
-    return _changes_fragment(request, task_id, await changes_service.review_panel(task_id))
+    """The Changes panel of a task on a repository: files, totals, highlighted diffs; with
+    `since=last_review`, those since the caller's last review."""
+    panel = await changes_service.review_panel(task_id, since)
+    return _changes_fragment(request, task_id, panel)
 
 
 @router.post("/tasks/{task_id}/reviewed-form", name="reviewed_form")
@@ -163,7 +170,10 @@ async def reviewed_form(
     """Mark one file reviewed (reviewed=1) or not; the panel again (the page without JS)."""
     form = await request.form()
     changes = await changes_service.mark_reviewed(
-        task_id, form_text(form, "path"), form_text(form, "reviewed") == "1"
+        task_id,
+        form_text(form, "path"),
+        form_text(form, "reviewed") == "1",
+        form_text(form, "since") or None,
     )
     if request.headers.get("HX-Request") != "true":
         return RedirectResponse(f"/tasks/{task_id}#changes-panel", 303)

@@ -2,6 +2,7 @@
 // this module fetches it, refreshes it on `task.changes_updated`, toggles the per-file
 // "reviewed" marks (POST /tasks/{id}/reviewed-form) and collects line comments client-side
 // until "Send review" POSTs them to /api/v1/tasks/{id}/review (one prompt to the agent).
+// "All changes" / "Since my last review" picks the fragment's `since` (kept across refreshes).
 import { api, errorText, toast } from "./app.js";
 import { fetchFragment } from "./live.js";
 
@@ -12,6 +13,7 @@ export class ChangesPanel {
     this.comments = []; // {path, line, body}
     this.loading = null;
     this.again = false;
+    this.since = root.dataset.since || ""; // "" | "last_review"
     root.parentElement.addEventListener("click", (event) => this.onClick(event));
     root.parentElement.addEventListener("submit", (event) => this.onSubmit(event));
   }
@@ -22,7 +24,8 @@ export class ChangesPanel {
     this.loading = (async () => {
       do {
         this.again = false;
-        const { element } = await fetchFragment(`/tasks/${this.taskId}/changes-fragment`);
+        const query = this.since ? `?since=${encodeURIComponent(this.since)}` : "";
+        const { element } = await fetchFragment(`/tasks/${this.taskId}/changes-fragment${query}`);
         if (element) this.swap(element);
         else if (!this.root.dataset.loaded) this.root.querySelector("p").textContent = "The changes could not be read.";
       } while (this.again);
@@ -135,6 +138,10 @@ export class ChangesPanel {
       if (index >= 0) this.comments.splice(index, 1);
       this.showComments();
     } else if (action === "send-review") this.sendReview(target);
+    else if (action === "changes-view" && (target.dataset.since || "") !== this.since) {
+      this.since = target.dataset.since || "";
+      this.refresh();
+    }
   }
 
   async onSubmit(event) {
