@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     agent_start_timeout: float = Field(default=120.0, gt=0)
     # Seconds between sweeps for worktrees of deleted tasks (`kandev gc`); 0 = no sweep.
     worktree_sweep_seconds: float = Field(default=3600.0, ge=0)
+    # Seconds a request may queue for a database connection (or SQLite's write lock) before
+    # it is refused with 503 + Retry-After instead of piling up (kandev.db.engine).
+    db_queue_timeout_seconds: float = Field(default=30.0, gt=0)
     # Startup failures print a traceback instead of one line.
     debug: bool = False
 

@@ -61,3 +61,15 @@ class Unavailable(KandevError):
     """Something the server needs is missing on this machine (e.g. no `git` on PATH)."""
 
     code = "UNAVAILABLE"
+
+
+class ServerBusy(KandevError):
+    """Too much at once: the request waited its bound (KANDEV_DB_QUEUE_TIMEOUT_SECONDS) for
+    the database and gave up before doing anything, so retrying is safe. REST answers 503
+    with `Retry-After: retry_after_seconds`."""
+
+    code = "SERVER_BUSY"
+
+    def __init__(self, message: str, retry_after_seconds: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds

@@ -160,7 +160,9 @@ def build_services(
     id_factory: IdFactory | None = None,
     runtime: AgentRuntime | None = None,
 ) -> Services:
-    db = db or Database(settings.resolved_database_url())
+    db = db or Database(
+        settings.resolved_database_url(), queue_timeout=settings.db_queue_timeout_seconds
+    )
     clock = clock or SystemClock()
     id_factory = id_factory or new_id
     agent_processes = AgentProcessLedger(db, clock)

@@ -35,13 +35,19 @@ async def test_migrations_create_the_schema_from_empty(database_url: str) -> Non
         await db.dispose()
 
 
-async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(sqlite_url: str) -> None:
+async def test_sqlite_connections_use_wal_foreign_keys_and_an_async_busy_wait(
+    sqlite_url: str,
+) -> None:
+    """No busy wait inside SQLite (it would block the event loop): the inline driver waits
+    for another process's lock itself, asynchronously (tests/db/test_inline_sqlite.py)."""
     db = Database(sqlite_url)
     try:
         async with db.read() as conn:
             assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
             assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
-            assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() >= 5000
+            assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 0
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver._busy_timeout_s >= 5
     finally:
         await db.dispose()
 

@@ -24,6 +24,7 @@ STATUS_BY_ERROR: dict[type[errors.KandevError], int] = {
     errors.Forbidden: 403,
     errors.RateLimited: 429,
     errors.Unavailable: 503,
+    errors.ServerBusy: 503,
 }
 
 
@@ -59,6 +60,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.KandevError)
     async def _domain(_: Request, exc: errors.KandevError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, errors.Unauthorized) else None
+        if isinstance(exc, errors.ServerBusy):
+            headers = {"Retry-After": str(exc.retry_after_seconds)}
         return error_response(status_for(exc), exc.message, headers)
 
     @app.exception_handler(RequestValidationError)

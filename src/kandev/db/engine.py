@@ -1,51 +1,96 @@
 """Engines for SQLite (embedded default) and PostgreSQL, and the two transaction kinds.
 
-SQLite: WAL, a busy timeout and foreign keys on every connection; write transactions open
-with BEGIN IMMEDIATE so two writers queue on the lock instead of failing half-way with
-SQLITE_BUSY. PostgreSQL: a plain asyncpg pool; per-row serialization uses row locks or
-advisory locks inside the repositories that need them.
+SQLite: WAL, foreign keys and synchronous=NORMAL on every connection; write transactions
+open with BEGIN IMMEDIATE and queue on an asyncio lock, so two writers never meet on the
+file lock. The driver runs sqlite3 inline on the event loop (`kandev.db.inline_sqlite`): no
+thread hop per statement; a lock held by another process is waited for with an async
+backoff, never by blocking the loop. PostgreSQL: an asyncpg pool; per-row serialization uses
+row locks or advisory locks inside the repositories that need them.
+
+Both: at most `pool_size` transactions hold a connection at once (reads on SQLite, which
+queue writes on their lock); the rest queue here, first come first served, and one that
+waited `queue_timeout` seconds (for a slot or for the write lock) fails with `ServerBusy`
+(REST: 503 + Retry-After) instead of timing out inside the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from kandev.db.inline_sqlite import BUSY_CODES, connect_sqlite, inline_creator
+from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
+from kandev.errors import ServerBusy
+
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+SQLITE_POOL_SIZE = 8
+POSTGRES_POOL_SIZE = 10
+POSTGRES_MAX_OVERFLOW = 20
+DEFAULT_QUEUE_TIMEOUT_S = 30.0
+RETRY_AFTER_SECONDS = 1
 _BEGIN_OPTION = "kandev_sqlite_begin"
 # The task inside db.write(): the same task opening a second write would wait on itself.
 # (A task spawned meanwhile inherits the value but is a different task, so it may write.)
 _writing_task: ContextVar[object | None] = ContextVar("kandev_writing_task", default=None)
+# The task holding a connection slot: a transaction it opens inside that one (a read inside
+# a write) takes no second slot, or a full house of such tasks would wait on each other.
+# The pool's overflow holds those inner connections.
+_slot_task: ContextVar[object | None] = ContextVar("kandev_slot_task", default=None)
 
 
 class Database:
     """One engine plus `read()` / `write()` transactions; repositories take connections."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(
+        self, url: str, *, echo: bool = False, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S
+    ) -> None:
         self.url = url
         parsed = make_url(url)
         self.dialect = parsed.get_backend_name()
+        self.queue_timeout = queue_timeout
         kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            kwargs["pool_size"] = 8
+            kwargs.update(pool_size=SQLITE_POOL_SIZE, async_creator=self._sqlite_creator())
+            self.pool_size = SQLITE_POOL_SIZE
         else:
-            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            kwargs.update(
+                pool_size=POSTGRES_POOL_SIZE, max_overflow=POSTGRES_MAX_OVERFLOW, pool_pre_ping=True
+            )
+            self.pool_size = POSTGRES_POOL_SIZE
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         # SQLite has one writer. Queueing writers here, in order, instead of letting them
         # poll the file lock keeps a burst of writes from ending in "database is locked".
         self._write_lock: asyncio.Lock | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self.checkpointer: WalCheckpointer | None = None
         if self.is_sqlite:
             _install_sqlite_hooks(self.engine)
+            if parsed.database and parsed.database != ":memory:":
+                self.checkpointer = WalCheckpointer(self._sqlite_connect)
+
+    def _sqlite_creator(self) -> Any:
+        def create() -> Any:
+            # The dialect's own reading of the URL (path, uri=, check_same_thread).
+            args, kwargs = self.engine.dialect.create_connect_args(self.engine.url)
+            return inline_creator(args, kwargs, SQLITE_BUSY_TIMEOUT_MS / 1000)()
+
+        return create
+
+    def _sqlite_connect(self) -> sqlite3.Connection:
+        args, kwargs = self.engine.dialect.create_connect_args(self.engine.url)
+        return connect_sqlite(args, kwargs, check_same_thread=False)
 
     @property
     def is_sqlite(self) -> bool:
@@ -57,8 +102,9 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn, conn.begin():
-            yield conn
+        with _locked_elsewhere_is_busy():
+            async with self._slot(), self.engine.connect() as conn, conn.begin():
+                yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -71,18 +117,77 @@ class Database:
             if self.is_sqlite:
                 if self._write_lock is None:
                     self._write_lock = asyncio.Lock()
-                async with self._write_lock, self.engine.connect() as conn:
-                    conn = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
-                    async with conn.begin():
-                        yield conn
+                await self._queue(self._write_lock.acquire(), self._write_lock.locked())
+                slot_token = _slot_task.set(task)  # reads inside the write take no slot
+                try:
+                    with _locked_elsewhere_is_busy():
+                        async with self.engine.connect() as conn:
+                            conn = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+                            async with conn.begin():
+                                yield conn
+                    if self.checkpointer is not None:  # committed
+                        self.checkpointer.note_write()
+                finally:
+                    _slot_task.reset(slot_token)
+                    self._write_lock.release()
             else:
-                async with self.engine.connect() as conn, conn.begin():
+                async with self._slot(), self.engine.connect() as conn, conn.begin():
                     yield conn
         finally:
             _writing_task.reset(token)
 
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of `pool_size` connection slots, queued for at most `queue_timeout`."""
+        task = asyncio.current_task()
+        if task is not None and _slot_task.get() is task:
+            yield  # already holds one (see _slot_task)
+            return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.pool_size)
+        await self._queue(self._slots.acquire(), self._slots.locked())
+        token = _slot_task.set(task)
+        try:
+            yield
+        finally:
+            _slot_task.reset(token)
+            self._slots.release()
+
+    async def _queue(self, acquire: Any, contended: bool) -> None:
+        """Await `acquire` (a lock or semaphore's), at most `queue_timeout` when it waits."""
+        if not contended:
+            await acquire  # free: no timer to set up
+            return
+        try:
+            async with asyncio.timeout(self.queue_timeout):
+                await acquire
+        except TimeoutError:
+            raise ServerBusy(
+                f"the database is busy: waited {self.queue_timeout:g} s for a connection; "
+                f"retry in {RETRY_AFTER_SECONDS} s",
+                retry_after_seconds=RETRY_AFTER_SECONDS,
+            ) from None
+
     async def dispose(self) -> None:
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
         await self.engine.dispose()
+
+
+@contextmanager
+def _locked_elsewhere_is_busy() -> Iterator[None]:
+    """SQLite: another process held the lock for the whole busy budget. The transaction has
+    been rolled back, so this is a ServerBusy (retry later), not an internal error."""
+    try:
+        yield
+    except DBAPIError as exc:
+        orig = exc.orig
+        if isinstance(orig, sqlite3.OperationalError) and orig.sqlite_errorcode in BUSY_CODES:
+            raise ServerBusy(
+                f"the database is locked by another process; retry in {RETRY_AFTER_SECONDS} s",
+                retry_after_seconds=RETRY_AFTER_SECONDS,
+            ) from exc
+        raise
 
 
 def _install_sqlite_hooks(engine: AsyncEngine) -> None:
@@ -94,9 +199,13 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # No busy wait inside SQLite: it would block the event loop (the inline driver
+        # retries SQLITE_BUSY with an async backoff for SQLITE_BUSY_TIMEOUT_MS instead).
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints run in a worker thread (kandev.db.wal_checkpoint); this is the backstop.
+        cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cursor.close()
 
     @event.listens_for(sync_engine, "begin")

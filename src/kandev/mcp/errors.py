@@ -4,9 +4,10 @@ Success: the JSON object as `structuredContent` and, serialized, as the text con
 Failure: `isError: true` with text `{"code": CODE, "message": text}`, CODE one of
 BAD_REQUEST, VALIDATION_ERROR, NOT_FOUND, CONFLICT, UNAUTHORIZED, INTERNAL_ERROR.
 
-- `KandevError` → its `.code`, except the two REST-only codes: FORBIDDEN → UNAUTHORIZED
+- `KandevError` → its `.code`, except the REST-only codes: FORBIDDEN → UNAUTHORIZED
   (the caller's credential does not allow this) and RATE_LIMITED → BAD_REQUEST (retry later;
-  the message says so). Anything invisible is already NotFound in the services.
+  the message says so), SERVER_BUSY → INTERNAL_ERROR (the database queue was full; the
+  message says to retry and when). Anything invisible is already NotFound in the services.
 - pydantic `ValidationError` (tool arguments) → VALIDATION_ERROR naming each argument:
   "title: String should have at least 1 character".
 - anything else → INTERNAL_ERROR with a generic message; the exception is logged, never sent.
@@ -28,7 +29,11 @@ logger = logging.getLogger(__name__)
 TOOL_ERROR_CODES = frozenset(
     {"BAD_REQUEST", "VALIDATION_ERROR", "NOT_FOUND", "CONFLICT", "UNAUTHORIZED", "INTERNAL_ERROR"}
 )
-_CODE_ALIASES = {"FORBIDDEN": "UNAUTHORIZED", "RATE_LIMITED": "BAD_REQUEST"}
+_CODE_ALIASES = {
+    "FORBIDDEN": "UNAUTHORIZED",
+    "RATE_LIMITED": "BAD_REQUEST",
+    "SERVER_BUSY": "INTERNAL_ERROR",
+}
 INTERNAL_MESSAGE = "internal error"
 _MAX_REPORTED_ERRORS = 5
 
