@@ -1,13 +1,21 @@
-"""Answer latency and many blocked agents (the clarification hot paths).
+"""Answer latency and many blocked agents (the clarification hot paths), beside the bare app.
 
-1. Latency from a REST answer to the blocked agent's `ask_user_question_kandev` call returning
-   (official MCP client over loopback), against the bare cost of one claim transaction on
-   the same kind of database (SQLite file).
+Every figure is measured on Kandev (SQLite file and/or PostgreSQL) and, in the same run, on
+the bare same-stack app (bench/bare_apps.py: FastAPI + an MCP SDK tool awaiting an asyncio
+future that a POST resolves, same uvicorn, no database), driven by the very same clients:
+
+1. latency from a REST answer to the blocked agent's `ask_user_question_kandev` call
+   returning (official MCP client over loopback), one agent waiting;
 2. N agents (default 1,000) blocked at once in `ask_user_question_kandev` (simulated agents:
-   MCP clients on loopback, no agent processes): server memory while they wait, and answer
-   latency for some of them while the rest keep waiting.
+   MCP clients on loopback, no agent processes): server RSS per waiting agent, answer
+   latency for 50 of them while the rest keep waiting (against the single-agent p50:
+   target ≤ 1.5x), then the rest answered 50 at a time;
+3. the older floor, one bare claim transaction through the repository, per database.
 
-Run:  .venv/bin/python -m bench.bench_answers [--blocked 1000] [--samples 50]
+Figures are medians over --repeat runs of each run's percentile.
+
+Run:  .venv/bin/python -m bench.bench_answers [--database sqlite,postgres] [--repeat 3]
+          [--blocked 1000] [--samples 30]
 """
 
 from __future__ import annotations
@@ -15,9 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +36,23 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.common import (
     ONE_QUESTION,
+    Postgres,
+    Table,
+    add_database_args,
     bare_claim,
+    bare_server,
     bench_task,
+    databases,
     kandev_server,
-    percentile,
+    median,
+    median_ms,
+    postgres_if,
     print_json_line,
     rss_kib,
-    summary_ms,
 )
 
 QUESTIONS = ONE_QUESTION
+RAMP = 50
 ANSWER = {"answers": [{"question_id": "q", "selected_options": ["yes"]}]}
 
 
@@ -77,8 +92,14 @@ async def _sessions(client: httpx.AsyncClient, count: int) -> list[tuple[str, di
     return out
 
 
+async def _bare_sessions(url: str, count: int) -> list[tuple[str, dict[str, str]]]:
+    """The bare app has no sessions: the agent names itself in the tool call."""
+    return [(uuid.uuid4().hex, {"token": "", "mcp_url": f"{url}/mcp"}) for _ in range(count)]
+
+
 class SimulatedAgent:
-    """An agent reduced to its MCP client: it asks and blocks until answered."""
+    """An agent reduced to its MCP client: it asks and blocks until answered. With no token
+    (the bare app) it passes its session id as a tool argument instead."""
 
     def __init__(self, session_id: str, creds: dict[str, str]) -> None:
         self.session_id = session_id
@@ -88,25 +109,32 @@ class SimulatedAgent:
         self.done = asyncio.Event()
 
     async def ask(self) -> None:
-        headers = {"Authorization": f"Bearer {self.creds['token']}"}
-        timeout = httpx2.Timeout(30, read=None)
+        token = self.creds["token"]
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        arguments: dict[str, Any] = {"questions": QUESTIONS}
+        if not token:
+            arguments["session_id"] = self.session_id
+        timeout = httpx2.Timeout(120, read=None)
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
             Client(streamable_http_client(self.creds["mcp_url"], http_client=http)) as client,
         ):
             self.result = await client.call_tool(
-                "ask_user_question_kandev", {"questions": QUESTIONS}, read_timeout_seconds=3600
+                "ask_user_question_kandev", arguments, read_timeout_seconds=3600
             )
         self.returned_at = time.perf_counter()
         self.done.set()
 
 
 async def answer_latency(
-    client: httpx.AsyncClient, watcher: QuestionWatcher, n: int
+    client: httpx.AsyncClient,
+    watcher: QuestionWatcher,
+    n: int,
+    sessions: list[tuple[str, dict[str, str]]] | None = None,
 ) -> list[float]:
     """One agent at a time: answer over REST, time until its tool call returned."""
     latencies = []
-    for sid, creds in await _sessions(client, n):
+    for sid, creds in sessions if sessions is not None else await _sessions(client, n):
         agent = SimulatedAgent(sid, creds)
         call = asyncio.create_task(agent.ask())
         pending_id = await watcher.pending_id(sid)
@@ -119,21 +147,43 @@ async def answer_latency(
     return latencies
 
 
-async def bare_claim_sqlite(n: int) -> list[float]:
-    """The floor: one claim transaction on a SQLite file, through the same repository."""
+async def bare_claim_on(kind: str, pg: Postgres | None, n: int) -> list[float]:
+    """The older floor: one claim transaction through the same repository, on that database."""
+    if kind == "postgres":
+        assert pg is not None
+        url = await pg.new_database("claim")
+        return await bare_claim(url.replace("postgresql://", "postgresql+asyncpg://", 1), n)
     with tempfile.TemporaryDirectory() as tmp:
         return await bare_claim(f"sqlite+aiosqlite:///{tmp}/bare.db", n)
 
 
 async def many_blocked(
-    url: str, pid: int, client: httpx.AsyncClient, watcher: QuestionWatcher, blocked: int
+    pid: int,
+    client: httpx.AsyncClient,
+    watcher: QuestionWatcher,
+    sessions: list[tuple[str, dict[str, str]]],
 ) -> dict[str, Any]:
-    sessions = await _sessions(client, blocked)
+    blocked = len(sessions)
     rss_before = rss_kib(pid)
     agents = [SimulatedAgent(sid, creds) for sid, creds in sessions]
     started = time.perf_counter()
-    calls = [asyncio.create_task(a.ask()) for a in agents]
-    pending = {a.session_id: await watcher.pending_id(a.session_id, timeout=600) for a in agents}
+    calls: list[asyncio.Task[None]] = []
+    pending: dict[str, str] = {}
+    ramp = asyncio.Semaphore(RAMP)  # agents connecting at once (the client is one process)
+
+    async def block(agent: SimulatedAgent) -> None:
+        async with ramp:
+            call = asyncio.create_task(agent.ask())
+            calls.append(call)
+            asked = asyncio.create_task(watcher.pending_id(agent.session_id, timeout=600))
+            await asyncio.wait([call, asked], return_when=asyncio.FIRST_COMPLETED)
+            if not asked.done():  # the call ended without asking: an error
+                asked.cancel()
+                call.result()
+                raise AssertionError(f"the tool call returned before asking: {agent.result}")
+            pending[agent.session_id] = asked.result()
+
+    await asyncio.gather(*(block(a) for a in agents))
     all_blocked_s = time.perf_counter() - started
     rss_blocked = rss_kib(pid)
     # Answer 50 of them one by one while the others keep waiting.
@@ -166,6 +216,7 @@ async def many_blocked(
     return {
         "rss_before_kib": rss_before,
         "rss_blocked_kib": rss_blocked,
+        "kib_per_agent": (rss_blocked - rss_before) / max(1, blocked),
         "all_blocked_s": all_blocked_s,
         "sample": sample,
         "drain_s": drain_s,
@@ -173,53 +224,133 @@ async def many_blocked(
     }
 
 
+async def one_run(url: str, pid: int, bare: bool, samples: int, blocked: int) -> dict[str, Any]:
+    """Both measurements on one running server (Kandev or the bare app)."""
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        watcher = QuestionWatcher()
+        follower = asyncio.create_task(watcher.run(client))
+        try:
+
+            async def sessions(n: int) -> list[tuple[str, dict[str, str]]]:
+                return await _bare_sessions(url, n) if bare else await _sessions(client, n)
+
+            await answer_latency(client, watcher, 3, await sessions(3))  # warm-up
+            latency = await answer_latency(client, watcher, samples, await sessions(samples))
+            crowd = await many_blocked(pid, client, watcher, await sessions(blocked))
+        finally:
+            follower.cancel()
+    return {"latency": latency, **crowd}
+
+
+def _report(
+    name: str, kandev: list[dict], bare: list[dict], claims: list[list[float]], blocked: int
+) -> tuple[Table, dict[str, Any]]:
+    def runs(results: list[dict], key: str) -> list[list[float]]:
+        return [r[key] for r in results]
+
+    table = Table(
+        f"{name}: answer → blocked agent's tool call returns (medians of {len(kandev)} runs)"
+    )
+    single_k = median_ms(runs(kandev, "latency"), 50)
+    single_b = median_ms(runs(bare, "latency"), 50)
+    table.add(f"answer, one agent waiting, p50 [{name}]", single_k, single_b, target=("<=", 2.0))
+    table.add(
+        f"answer, one agent waiting, p95 [{name}]",
+        median_ms(runs(kandev, "latency"), 95),
+        median_ms(runs(bare, "latency"), 95),
+    )
+    crowd_k = median_ms(runs(kandev, "sample"), 50)
+    crowd_b = median_ms(runs(bare, "sample"), 50)
+    table.add(f"answer, {blocked} waiting, p50 [{name}]", crowd_k, crowd_b)
+    table.add(
+        f"answer, {blocked} waiting, p95 [{name}]",
+        median_ms(runs(kandev, "sample"), 95),
+        median_ms(runs(bare, "sample"), 95),
+    )
+    kib_k = median([r["kib_per_agent"] for r in kandev])
+    kib_b = median([r["kib_per_agent"] for r in bare])
+    table.add(f"server RSS per waiting agent [{name}]", kib_k, kib_b, unit="KiB")
+    table.add(
+        f"answering the other {blocked - 50}, 50 in flight [{name}]",
+        median([r["drain_s"] * 1000 for r in kandev]),
+        median([r["drain_s"] * 1000 for r in bare]),
+    )
+    table.add(
+        f"answer p50 against one bare claim transaction [{name}]",
+        single_k,
+        median_ms(claims, 50),
+    )
+    table.check(
+        f"{blocked} waiting p50 / one waiting p50, Kandev [{name}]",
+        ratio_or0(crowd_k, single_k),
+        "x",
+        "<=",
+        1.5,
+    )
+    table.check(f"RSS per waiting agent, Kandev [{name}]", kib_k, "KiB", "<=", 64)
+    table.check(f"errors, Kandev [{name}]", sum(r["errors"] for r in kandev), "", "<=", 0)
+    table.print()
+    print(
+        f"  ({blocked} waiting p50 / one waiting p50 on the bare app: "
+        f"{ratio_or0(crowd_b, single_b):.2f}x; errors on the bare app: "
+        f"{sum(r['errors'] for r in bare)})"
+    )
+    extra = {
+        f"{name}_crowd_over_single": round(ratio_or0(crowd_k, single_k), 3),
+        f"{name}_kib_per_blocked_agent": round(kib_k, 1),
+        f"{name}_errors": sum(r["errors"] for r in kandev),
+    }
+    return table, extra
+
+
+def ratio_or0(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocked", type=int, default=1000)
-    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--blocked", type=int, default=300)
+    parser.add_argument("--samples", type=int, default=30)
+    add_database_args(parser)
     args = parser.parse_args()
+    kinds = databases(args.database)
+    blocked = max(args.blocked, 51)
 
-    bare = await bare_claim_sqlite(200)
-    with tempfile.TemporaryDirectory() as home, kandev_server(Path(home)) as (url, proc):
-        limits = httpx.Limits(max_connections=100)
-        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
-            watcher = QuestionWatcher()
-            follower = asyncio.create_task(watcher.run(client))
-            latency = await answer_latency(client, watcher, args.samples)
-            crowd = await many_blocked(url, proc.pid, client, watcher, args.blocked)
-            follower.cancel()
+    bare: list[dict[str, Any]] = []
+    kandev: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    claims: dict[str, list[list[float]]] = {k: [] for k in kinds}
+    with tempfile.TemporaryDirectory() as tmp, postgres_if(kinds) as pg:
+        for run in range(args.repeat):
+            label = f"run {run + 1}/{args.repeat}"
+            with bare_server(Path(tmp) / f"bare-{run}") as (url, proc):
+                bare.append(await one_run(url, proc.pid, True, args.samples, blocked))
+            print(
+                f"{label} bare app: answer p50 {median_ms([bare[-1]['latency']], 50):.2f} ms",
+                flush=True,
+            )
+            for kind in kinds:
+                db_url = await pg.new_database("answers") if kind == "postgres" and pg else ""
+                home = Path(tmp) / f"{kind}-{run}"
+                with kandev_server(home, database_url=db_url) as (url, proc):
+                    kandev[kind].append(await one_run(url, proc.pid, False, args.samples, blocked))
+                claims[kind].append(await bare_claim_on(kind, pg, 100))
+                print(
+                    f"{label} Kandev {kind}: answer p50 "
+                    f"{median_ms([kandev[kind][-1]['latency']], 50):.2f} ms",
+                    flush=True,
+                )
 
-    per_agent = (crowd["rss_blocked_kib"] - crowd["rss_before_kib"]) / max(1, args.blocked)
-    print()
-    print("answer → blocked agent's tool call returns (one agent waiting):")
-    print(f"  Kandev end to end   : {summary_ms(latency)}")
-    print(f"  bare claim (SQLite) : {summary_ms(bare)}")
-    ratio = percentile(latency, 50) / percentile(bare, 50)
-    print(f"  ratio p50 end-to-end / bare claim: {ratio:.1f}x")
-    print(f"{args.blocked} agents blocked at once:")
-    print(f"  all blocked after   : {crowd['all_blocked_s']:.1f} s")
-    print(
-        f"  server RSS          : {crowd['rss_before_kib'] / 1024:.1f} MiB before, "
-        f"{crowd['rss_blocked_kib'] / 1024:.1f} MiB with all waiting → {per_agent:.1f} KiB each"
-    )
-    print(f"  answer latency while the rest wait: {summary_ms(crowd['sample'])}")
-    print(
-        f"  answering the other {args.blocked - 50} (50 in flight): {crowd['drain_s']:.1f} s, "
-        f"errors: {crowd['errors']}"
-    )
-    print_json_line(
-        "answers",
-        answer_p50_ms=percentile(latency, 50) * 1000,
-        answer_p95_ms=percentile(latency, 95) * 1000,
-        bare_claim_p50_ms=percentile(bare, 50) * 1000,
-        bare_claim_p95_ms=percentile(bare, 95) * 1000,
-        blocked=args.blocked,
-        kib_per_blocked_agent=per_agent,
-        crowd_answer_p50_ms=percentile(crowd["sample"], 50) * 1000,
-        crowd_answer_p95_ms=percentile(crowd["sample"], 95) * 1000,
-        crowd_answer_mean_ms=statistics.fmean(crowd["sample"]) * 1000,
-        errors=crowd["errors"],
-    )
+    rows: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    figures: dict[str, Any] = {"blocked": blocked, "samples": args.samples, "repeat": args.repeat}
+    for kind in kinds:
+        name = "SQLite" if kind == "sqlite" else "PostgreSQL"
+        table, extra = _report(name, kandev[kind], bare, claims[kind], blocked)
+        rows += table.rows
+        checks += table.checks
+        figures.update(extra)
+    print_json_line("answers", rows=rows, checks=checks, **figures)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """500 concurrent answerers racing over 50 questions, half over REST and half over MCP.
 
 Checks the one-winner property under load — exactly one `claimed: true` per question, every
-loser replayed the winner's answer — and reports throughput.
+loser replayed the winner's answer — and reports throughput and latency, per database
+(SQLite file, PostgreSQL), beside the bare same-stack app (bench/bare_apps.py: the same REST
+route and MCP tool answering with an in-memory claim, same uvicorn) raced by the same
+clients in the same run; medians over --repeat runs (target: Kandev ≥ 60% of the bare
+throughput).
 
-Run:  .venv/bin/python -m bench.bench_race [--bundles 50] [--answerers 500]
+Run:  .venv/bin/python -m bench.bench_race [--database sqlite,postgres] [--repeat 3]
+          [--bundles 50] [--answerers 500]
 """
 
 from __future__ import annotations
@@ -24,11 +29,16 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.common import (
     ONE_QUESTION,
+    Table,
+    add_database_args,
+    bare_server,
     bench_task,
+    databases,
     kandev_server,
-    percentile,
+    median,
+    median_ms,
+    postgres_if,
     print_json_line,
-    summary_ms,
 )
 
 
@@ -45,46 +55,51 @@ async def _questions(client: httpx.AsyncClient, count: int) -> list[str]:
     return pending
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundles", type=int, default=50)
-    parser.add_argument("--answerers", type=int, default=500)
-    args = parser.parse_args()
-    per_bundle = args.answerers // args.bundles
+async def _bare_questions(client: httpx.AsyncClient, count: int) -> list[str]:
+    pending = []
+    for i in range(count):
+        r = await client.post(
+            "/api/v1/clarification/request", json={"session_id": f"s{i}", "questions": ONE_QUESTION}
+        )
+        pending.append(r.json()["pending_id"])
+    return pending
 
-    with tempfile.TemporaryDirectory() as home, kandev_server(Path(home)) as (url, _):
-        limits = httpx.Limits(max_connections=args.answerers)
-        async with (
-            httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as rest,
-            httpx2.AsyncClient(timeout=httpx2.Timeout(120)) as http2,
-            Client(streamable_http_client(f"{url}/mcp", http_client=http2)) as mcp,
-        ):
-            pending = await _questions(rest, args.bundles)
-            results: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            latencies: list[float] = []
 
-            async def answer(pending_id: str, i: int) -> None:
-                choice = ["yes", "no"][i % 2]
-                answers = [{"question_id": "q", "selected_options": [choice]}]
-                start = time.perf_counter()
-                if i % 2 == 0:
-                    r = await rest.post(
-                        f"/api/v1/clarification/{pending_id}/respond", json={"answers": answers}
-                    )
-                    assert r.status_code == 200, r.text
-                    body = r.json()
-                else:
-                    result = await mcp.call_tool(
-                        "answer_question_kandev", {"pending_id": pending_id, "answers": answers}
-                    )
-                    assert not result.is_error, result.content
-                    body = json.loads(result.content[0].text)
-                latencies.append(time.perf_counter() - start)
-                results[pending_id].append(body)
+async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, Any]:
+    """One race on one running server (Kandev or the bare app), same clients for both."""
+    per_bundle = answerers // bundles
+    limits = httpx.Limits(max_connections=answerers)
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as rest,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(120)) as http2,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http2)) as mcp,
+    ):
+        pending = await (_bare_questions if bare else _questions)(rest, bundles)
+        results: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        latencies: list[float] = []
 
-            started = time.perf_counter()
-            await asyncio.gather(*(answer(p, i) for p in pending for i in range(per_bundle)))
-            elapsed = time.perf_counter() - started
+        async def answer(pending_id: str, i: int) -> None:
+            choice = ["yes", "no"][i % 2]
+            answers = [{"question_id": "q", "selected_options": [choice]}]
+            start = time.perf_counter()
+            if i % 2 == 0:
+                r = await rest.post(
+                    f"/api/v1/clarification/{pending_id}/respond", json={"answers": answers}
+                )
+                assert r.status_code == 200, r.text
+                body = r.json()
+            else:
+                result = await mcp.call_tool(
+                    "answer_question_kandev", {"pending_id": pending_id, "answers": answers}
+                )
+                assert not result.is_error, result.content
+                body = json.loads(result.content[0].text)
+            latencies.append(time.perf_counter() - start)
+            results[pending_id].append(body)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(answer(p, i) for p in pending for i in range(per_bundle)))
+        elapsed = time.perf_counter() - started
 
     winners = sum(1 for bodies in results.values() for b in bodies if b["claimed"])
     exactly_one = all(sum(b["claimed"] for b in bodies) == 1 for bodies in results.values())
@@ -93,24 +108,83 @@ async def main() -> None:
         for bodies in results.values()
     )
     total = sum(len(b) for b in results.values())
-    print()
-    print(f"{total} answerers over {args.bundles} questions (half REST, half MCP):")
-    print(f"  winners: {winners} (exactly one per question: {exactly_one})")
-    print(f"  every loser got the winner's answer: {replayed}")
-    print(f"  throughput: {total / elapsed:.0f} answers/s ({elapsed:.2f} s in all)")
-    print(f"  answer latency under the race: {summary_ms(latencies)}")
+    return {
+        "answers": total,
+        "winners": winners,
+        "ok": exactly_one and replayed and winners == bundles,
+        "exactly_one": exactly_one,
+        "replayed": replayed,
+        "throughput": total / elapsed,
+        "latencies": latencies,
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundles", type=int, default=50)
+    parser.add_argument("--answerers", type=int, default=500)
+    add_database_args(parser)
+    args = parser.parse_args()
+    kinds = databases(args.database)
+
+    bare: list[dict[str, Any]] = []
+    kandev: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    with tempfile.TemporaryDirectory() as tmp, postgres_if(kinds) as pg:
+        for run in range(args.repeat):
+            label = f"run {run + 1}/{args.repeat}"
+            with bare_server(Path(tmp) / f"bare-{run}") as (url, _):
+                bare.append(await race(url, True, args.bundles, args.answerers))
+            print(f"{label}: bare app {bare[-1]['throughput']:.0f} answers/s", flush=True)
+            for kind in kinds:
+                db_url = await pg.new_database("race") if kind == "postgres" and pg else ""
+                with kandev_server(Path(tmp) / f"{kind}-{run}", database_url=db_url) as (url, _):
+                    kandev[kind].append(await race(url, False, args.bundles, args.answerers))
+                print(
+                    f"{label}: Kandev {kind} {kandev[kind][-1]['throughput']:.0f} answers/s",
+                    flush=True,
+                )
+
+    rows: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    ok = all(r["ok"] for r in bare)
+    for kind in kinds:
+        name = "SQLite" if kind == "sqlite" else "PostgreSQL"
+        k = kandev[kind]
+        table = Table(
+            f"{name}: {args.answerers} answerers over {args.bundles} questions "
+            f"(half REST, half MCP; medians of {args.repeat} runs)"
+        )
+        table.add(
+            f"race throughput [{name}]",
+            median([r["throughput"] for r in k]),
+            median([r["throughput"] for r in bare]),
+            unit="answers/s",
+            target=(">=", 0.6),
+        )
+        for p in (50, 95):
+            table.add(
+                f"race answer latency p{p} [{name}]",
+                median_ms([r["latencies"] for r in k], p),
+                median_ms([r["latencies"] for r in bare], p),
+            )
+        runs_ok = sum(r["ok"] for r in k)
+        table.check(
+            f"runs with exactly one winner, losers replayed [{name}]", runs_ok, "runs", ">=", len(k)
+        )
+        table.print()
+        rows += table.rows
+        checks += table.checks
+        ok = ok and runs_ok == len(k)
     print_json_line(
         "race",
-        answers=total,
+        rows=rows,
+        checks=checks,
+        answers=args.answerers,
         bundles=args.bundles,
-        winners=winners,
-        exactly_one_winner=exactly_one,
-        losers_replayed_winner=replayed,
-        answers_per_second=total / elapsed,
-        p50_ms=percentile(latencies, 50) * 1000,
-        p95_ms=percentile(latencies, 95) * 1000,
+        repeat=args.repeat,
+        one_winner_everywhere=ok,
     )
-    if not (exactly_one and replayed and winners == args.bundles):
+    if not ok:
         raise SystemExit("one-winner property violated")
 
 

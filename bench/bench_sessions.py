@@ -1,12 +1,15 @@
-"""100 concurrent agent sessions of a trivial ACP agent, through Kandev vs the bare ACP SDK.
+"""Concurrent sessions of a trivial ACP agent: Kandev beside the bare app and the bare SDK.
 
-Measures, on this machine:
-- memory: Kandev server RSS growth per session, and RSS of one agent process;
-- prompt round trip: POST /prompt → `session.turn.completed` on the SSE stream, for all
-  sessions at once and for one session alone, against the same prompt sent straight to the
-  same agent with the ACP SDK (no Kandev in between).
+Measures, on this machine, per database (SQLite file, PostgreSQL), medians over --repeat runs:
+- prompt turn: POST /prompt → `session.turn.completed` on the SSE stream, one session alone
+  and all sessions at once, against the bare same-stack app (bench/bare_apps.py: a FastAPI
+  POST that sends the ACP prompt to the same trivial agent subprocess with the ACP SDK and
+  publishes the completion on an SSE stream; same uvicorn, same client, same watcher), and
+  against the same prompt sent straight to the agent with the ACP SDK (no HTTP at all);
+- memory: server RSS growth per session (Kandev and the bare app), RSS of one agent process.
 
-Run:  .venv/bin/python bench/bench_sessions.py [--sessions 100] [--rounds 5]
+Run:  .venv/bin/python -m bench.bench_sessions [--database sqlite,postgres] [--repeat 3]
+          [--sessions 10] [--rounds 5] [--alone 30]      (the issue's size: --sessions 100)
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ import httpx
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 
 from bench.common import (
+    Table,
+    add_database_args,
+    bare_server,
     child_pids,
+    databases,
     kandev_server,
-    percentile,
+    median,
+    median_ms,
+    postgres_if,
     print_json_line,
     rss_kib,
-    summary_ms,
 )
 
 AGENT = str(Path(__file__).with_name("trivial_agent.py"))
@@ -42,7 +50,7 @@ class _QuietClient:
         return None
 
 
-async def bare_sdk(sessions: int, rounds: int) -> dict[str, Any]:
+async def bare_sdk(sessions: int, rounds: int, alone_n: int) -> dict[str, Any]:
     """The same agent driven directly with the ACP SDK: the floor Kandev adds to."""
     async with AsyncExitStack() as stack:
         conns = []
@@ -63,7 +71,7 @@ async def bare_sdk(sessions: int, rounds: int) -> dict[str, Any]:
         for _ in range(rounds):
             concurrent += await asyncio.gather(*(one(c, s) for c, s, _ in conns))
         conn, sid, _ = conns[0]
-        alone = [await one(conn, sid) for _ in range(50)]
+        alone = [await one(conn, sid) for _ in range(alone_n)]
         agent_rss = statistics.fmean(rss_kib(p) for _, _, p in conns)
     return {"concurrent": concurrent, "alone": alone, "agent_rss_kib": agent_rss}
 
@@ -95,7 +103,55 @@ class TurnWatcher:
                 await self.changed.wait()
 
 
-async def through_kandev(url: str, server_pid: int, sessions: int, rounds: int) -> dict[str, Any]:
+async def measure_turns(
+    client: httpx.AsyncClient, watcher: TurnWatcher, sids: list[str], rounds: int, alone_n: int
+) -> tuple[list[float], list[float]]:
+    """The same prompt loop on Kandev and on the bare app: (all at once, one alone)."""
+
+    async def one(sid: str) -> float:
+        start = time.perf_counter()
+        r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "hi"})
+        assert r.status_code in (200, 201, 202), r.text
+        turn_id = r.json()["turn_id"]
+        await watcher.until(lambda: turn_id in watcher.completed)
+        return watcher.completed[turn_id] - start
+
+    for _ in range(3):  # warm-up
+        await one(sids[0])
+    concurrent: list[float] = []
+    for _ in range(rounds):
+        concurrent += await asyncio.gather(*(one(s) for s in sids))
+    alone = [await one(sids[0]) for _ in range(alone_n)]
+    return concurrent, alone
+
+
+async def through_bare(
+    url: str, server_pid: int, sessions: int, rounds: int, alone_n: int
+) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=sessions + 10)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        watcher = TurnWatcher()
+        follower = asyncio.create_task(watcher.run(client))
+        try:
+            rss_before = rss_kib(server_pid)
+            sids = [
+                (await client.post("/api/v1/sessions", json={})).json()["id"]
+                for _ in range(sessions)
+            ]
+            concurrent, alone = await measure_turns(client, watcher, sids, rounds, alone_n)
+            rss_after = rss_kib(server_pid)
+        finally:
+            follower.cancel()
+    return {
+        "concurrent": concurrent,
+        "alone": alone,
+        "kib_per_session": (rss_after - rss_before) / max(1, sessions),
+    }
+
+
+async def through_kandev(
+    url: str, server_pid: int, sessions: int, rounds: int, alone_n: int
+) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=sessions + 10)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         watcher = TurnWatcher()
@@ -124,18 +180,7 @@ async def through_kandev(url: str, server_pid: int, sessions: int, rounds: int) 
             )
             sids.append(r.json()["id"])
         await watcher.until(lambda: all(s in watcher.idle for s in sids))
-
-        async def one(sid: str) -> float:
-            start = time.perf_counter()
-            r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "hi"})
-            turn_id = r.json()["turn_id"]
-            await watcher.until(lambda: turn_id in watcher.completed)
-            return watcher.completed[turn_id] - start
-
-        concurrent: list[float] = []
-        for _ in range(rounds):
-            concurrent += await asyncio.gather(*(one(s) for s in sids))
-        alone = [await one(sids[0]) for _ in range(50)]
+        concurrent, alone = await measure_turns(client, watcher, sids, rounds, alone_n)
         rss_after = rss_kib(server_pid)
         agents = child_pids(server_pid)
         agent_rss = statistics.fmean(rss_kib(p) for p in agents) if agents else 0.0
@@ -147,6 +192,7 @@ async def through_kandev(url: str, server_pid: int, sessions: int, rounds: int) 
         "alone": alone,
         "server_rss_before_kib": rss_before,
         "server_rss_after_kib": rss_after,
+        "kib_per_session": (rss_after - rss_before) / max(1, sessions),
         "agent_processes": len(agents),
         "agent_rss_kib": agent_rss,
     }
@@ -154,49 +200,88 @@ async def through_kandev(url: str, server_pid: int, sessions: int, rounds: int) 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--alone", type=int, default=30, help="one-session prompts per run")
+    add_database_args(parser)
     args = parser.parse_args()
+    kinds = databases(args.database)
+    n, rounds, alone = args.sessions, args.rounds, args.alone
 
-    print(f"bare ACP SDK: {args.sessions} agents …", flush=True)
-    bare = await bare_sdk(args.sessions, args.rounds)
-    print(f"Kandev: {args.sessions} sessions …", flush=True)
-    with tempfile.TemporaryDirectory() as home, kandev_server(Path(home)) as (url, proc):
-        kandev = await through_kandev(url, proc.pid, args.sessions, args.rounds)
+    sdk: list[dict[str, Any]] = []
+    bare: list[dict[str, Any]] = []
+    kandev: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    with tempfile.TemporaryDirectory() as tmp, postgres_if(kinds) as pg:
+        for run in range(args.repeat):
+            label = f"run {run + 1}/{args.repeat}"
+            sdk.append(await bare_sdk(n, rounds, alone))
+            with bare_server(Path(tmp) / f"bare-{run}") as (url, proc):
+                bare.append(await through_bare(url, proc.pid, n, rounds, alone))
+            print(
+                f"{label}: ACP SDK direct {median_ms([sdk[-1]['alone']], 50):.2f} ms, "
+                f"bare app {median_ms([bare[-1]['alone']], 50):.2f} ms (one session, p50)",
+                flush=True,
+            )
+            for kind in kinds:
+                db_url = await pg.new_database("sessions") if kind == "postgres" and pg else ""
+                home = Path(tmp) / f"{kind}-{run}"
+                with kandev_server(home, database_url=db_url) as (url, proc):
+                    kandev[kind].append(await through_kandev(url, proc.pid, n, rounds, alone))
+                print(
+                    f"{label}: Kandev {kind} {median_ms([kandev[kind][-1]['alone']], 50):.2f} ms",
+                    flush=True,
+                )
 
-    per_session_kib = (kandev["server_rss_after_kib"] - kandev["server_rss_before_kib"]) / max(
-        1, args.sessions
-    )
-    print()
-    print(f"sessions: {args.sessions}, rounds: {args.rounds} (2-core machine)")
-    print(f"  bare SDK, all at once : {summary_ms(bare['concurrent'])}")
-    print(f"  Kandev,   all at once : {summary_ms(kandev['concurrent'])}")
-    print(f"  bare SDK, one session : {summary_ms(bare['alone'])}")
-    print(f"  Kandev,   one session : {summary_ms(kandev['alone'])}")
-    for label, key in (("all at once", "concurrent"), ("one session", "alone")):
-        ratio = percentile(kandev[key], 50) / percentile(bare[key], 50)
-        print(f"  ratio Kandev/bare p50, {label}: {ratio:.1f}x")
-    print(
-        f"  Kandev server RSS: {kandev['server_rss_before_kib'] / 1024:.1f} MiB before, "
-        f"{kandev['server_rss_after_kib'] / 1024:.1f} MiB after "
-        f"→ {per_session_kib:.0f} KiB per session"
-    )
-    print(
-        f"  agent process RSS: {kandev['agent_rss_kib'] / 1024:.1f} MiB each under Kandev "
-        f"({kandev['agent_processes']} processes), {bare['agent_rss_kib'] / 1024:.1f} MiB bare"
-    )
-    print_json_line(
-        "sessions",
-        sessions=args.sessions,
-        kandev_p50_ms=percentile(kandev["concurrent"], 50) * 1000,
-        kandev_p95_ms=percentile(kandev["concurrent"], 95) * 1000,
-        bare_p50_ms=percentile(bare["concurrent"], 50) * 1000,
-        bare_p95_ms=percentile(bare["concurrent"], 95) * 1000,
-        kandev_alone_p50_ms=percentile(kandev["alone"], 50) * 1000,
-        bare_alone_p50_ms=percentile(bare["alone"], 50) * 1000,
-        server_kib_per_session=per_session_kib,
-        agent_rss_mib=kandev["agent_rss_kib"] / 1024,
-    )
+    def runs(results: list[dict[str, Any]], key: str) -> list[list[float]]:
+        return [r[key] for r in results]
+
+    rows: list[dict[str, Any]] = []
+    for kind in kinds:
+        name = "SQLite" if kind == "sqlite" else "PostgreSQL"
+        k = kandev[kind]
+        table = Table(
+            f"{name}: prompt turn, REST prompt → SSE session.turn.completed "
+            f"({n} sessions, medians of {args.repeat} runs)"
+        )
+        for p in (50, 95):
+            table.add(
+                f"turn, one session, p{p} [{name}]",
+                median_ms(runs(k, "alone"), p),
+                median_ms(runs(bare, "alone"), p),
+                target=("<=", 3.0) if p == 50 else None,
+            )
+        for p in (50, 95):
+            table.add(
+                f"turn, {n} sessions at once, p{p} [{name}]",
+                median_ms(runs(k, "concurrent"), p),
+                median_ms(runs(bare, "concurrent"), p),
+            )
+        table.add(
+            f"turn, one session, p50, against the ACP SDK direct [{name}]",
+            median_ms(runs(k, "alone"), 50),
+            median_ms(runs(sdk, "alone"), 50),
+        )
+        table.add(
+            f"turn, {n} at once, p50, against the ACP SDK direct [{name}]",
+            median_ms(runs(k, "concurrent"), 50),
+            median_ms(runs(sdk, "concurrent"), 50),
+        )
+        table.add(
+            f"server RSS per session [{name}]",
+            median([r["kib_per_session"] for r in k]),
+            median([r["kib_per_session"] for r in bare]),
+            unit="KiB",
+        )
+        table.add(
+            f"agent process RSS [{name}]",
+            median([r["agent_rss_kib"] for r in k]) / 1024,
+            median([r["agent_rss_kib"] for r in sdk]) / 1024,
+            unit="MiB",
+        )
+        table.print()
+        print(f"  agent processes under Kandev: {k[-1]['agent_processes']}")
+        rows += table.rows
+    print_json_line("sessions", rows=rows, sessions=n, rounds=rounds, repeat=args.repeat)
 
 
 if __name__ == "__main__":

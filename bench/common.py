@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -69,20 +70,47 @@ def summary_ms(values: list[float]) -> str:
 
 
 @contextmanager
-def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`kandev serve` on a free loopback port; yields (base URL, process)."""
+def kandev_server(
+    data_dir: Path, *extra: str, database_url: str = ""
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`kandev serve` on a free loopback port (SQLite in `data_dir`, or `database_url`);
+    yields (base URL, process)."""
     port = free_port()
     env = {**os.environ, "KANDEV_HOME": str(data_dir)}
     env.pop("KANDEV_DATABASE_URL", None)
-    log_path = data_dir / "server.log"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_path.open("wb")
-    proc = subprocess.Popen(
+    if database_url:
+        env["KANDEV_DATABASE_URL"] = database_url
+    with _served(
         [sys.executable, "-m", "kandev", "serve", "--port", str(port), *extra],
-        env=env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
+        env,
+        data_dir / "server.log",
+        port,
+        "kandev serve",
+    ) as (url, proc):
+        yield url, proc
+
+
+@contextmanager
+def bare_server(log_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The bare same-stack app (bench/bare_apps.py) on a free loopback port."""
+    port = free_port()
+    with _served(
+        [sys.executable, "-m", "bench.bare_apps", "--port", str(port)],
+        {**os.environ},
+        log_dir / "bare.log",
+        port,
+        "the bare app",
+    ) as (url, proc):
+        yield url, proc
+
+
+@contextmanager
+def _served(
+    argv: list[str], env: dict[str, str], log_path: Path, port: int, what: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_file = log_path.open("wb")
+    proc = subprocess.Popen(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -93,8 +121,9 @@ def kandev_server(data_dir: Path, *extra: str) -> Iterator[tuple[str, subprocess
             pass
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            raise RuntimeError("kandev serve did not start")
-        time.sleep(0.05)
+            tail = log_path.read_text(errors="replace").splitlines()[-30:]
+            raise RuntimeError(f"{what} did not start:\n  " + "\n  ".join(tail))
+        time.sleep(0.05)  # noqa: sleep-ok (bounded start-up poll)
     try:
         yield url, proc
     except BaseException:
@@ -195,3 +224,170 @@ async def bare_claim(url: str, n: int = 200) -> list[float]:
         assert claimed
     await db.dispose()
     return timings
+
+
+# --- side-by-side reporting: Kandev | bare | ratio, medians over repeated runs ---------------
+
+DATABASES = ("sqlite", "postgres")
+
+
+def add_database_args(parser: Any, repeat: int = 3) -> None:
+    """The flags every side-by-side benchmark takes: --database, --repeat."""
+    parser.add_argument(
+        "--database",
+        default="sqlite,postgres",
+        help="sqlite, postgres or both (comma-separated); PostgreSQL is a throwaway server "
+        "from /usr/lib/postgresql/*/bin unless KANDEV_TEST_POSTGRES_URL names one",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=repeat, help="runs; figures are medians of run medians"
+    )
+
+
+def databases(arg: str) -> list[str]:
+    kinds = [k.strip() for k in arg.split(",") if k.strip()]
+    for kind in kinds:
+        if kind not in DATABASES:
+            raise SystemExit(f"--database: unknown {kind!r} (sqlite, postgres)")
+    return kinds
+
+
+class Postgres:
+    """A throwaway PostgreSQL server (tests/pg_server.py) handing out fresh databases."""
+
+    def __init__(self) -> None:
+        from tests.pg_server import start_pg_server
+
+        server = start_pg_server()
+        if server is None:
+            raise SystemExit("PostgreSQL is not installed (no initdb): use --database sqlite")
+        self.server = server
+        self.count = 0
+
+    async def new_database(self, label: str = "bench") -> str:
+        """A new empty database; returns its postgresql:// URL."""
+        import asyncpg
+
+        self.count += 1
+        name = f"kandev_{label}_{os.getpid()}_{self.count}"
+        conn = await asyncpg.connect(self.server.admin_url)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+        return self.server.url_for(name)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@contextmanager
+def postgres_if(kinds: list[str]) -> Iterator[Postgres | None]:
+    pg = Postgres() if "postgres" in kinds else None
+    try:
+        yield pg
+    finally:
+        if pg is not None:
+            pg.stop()
+
+
+def median_ms(runs: list[list[float]], p: float) -> float:
+    """The median over runs of each run's p-th percentile, in ms (0 with no samples)."""
+    per_run = [percentile(r, p) * 1000 for r in runs if r]
+    return statistics.median(per_run) if per_run else 0.0
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def ratio(kandev: float, bare: float) -> float:
+    return kandev / bare if bare else 0.0
+
+
+class Table:
+    """Rows of `figure | Kandev | bare | ratio [target]`, printed together after all runs;
+    `rows` is the same as JSON for the RESULT line (bench.summary collects them)."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.rows: list[dict[str, Any]] = []
+        self.checks: list[dict[str, Any]] = []
+
+    def add(
+        self,
+        figure: str,
+        kandev: float,
+        bare: float,
+        unit: str = "ms",
+        target: tuple[str, float] | None = None,
+    ) -> float:
+        """One row; `target` is ("<=", 2.0) or (">=", 0.6) on the ratio Kandev / bare."""
+        r = ratio(kandev, bare)
+        row: dict[str, Any] = {
+            "figure": figure,
+            "kandev": round(kandev, 3),
+            "bare": round(bare, 3),
+            "unit": unit,
+            "ratio": round(r, 3),
+        }
+        if target is not None:
+            op, limit = target
+            row["target"] = f"{op} {limit:g}"
+            row["met"] = r <= limit if op == "<=" else r >= limit
+        self.rows.append(row)
+        return r
+
+    def check(self, figure: str, value: float, unit: str, op: str, limit: float) -> bool:
+        """A Kandev-only figure against an absolute target (no bare column)."""
+        met = value <= limit if op == "<=" else value >= limit
+        self.checks.append(
+            {
+                "figure": figure,
+                "value": round(value, 3),
+                "unit": unit,
+                "target": f"{op} {limit:g}",
+                "met": met,
+            }
+        )
+        return met
+
+    def print(self) -> None:
+        print(f"\n{self.title}")
+        print_rows(self.rows)
+        for c in self.checks:
+            print(f"  {format_check(c)}")
+
+
+def format_check(c: dict[str, Any]) -> str:
+    verdict = "met" if c["met"] else "MISSED"
+    return (
+        f"{c['figure']}: {c['value']:.2f} {c['unit']} (target {c['target']} {c['unit']}, {verdict})"
+    )
+
+
+def format_rows(rows: list[dict[str, Any]]) -> list[str]:
+    head = ("figure", "Kandev", "bare", "ratio", "target")
+    cells = [head]
+    for row in rows:
+        target = ""
+        if "target" in row:
+            target = f"{row['target']}x {'met' if row['met'] else 'MISSED'}"
+        cells.append(
+            (
+                row["figure"],
+                f"{row['kandev']:.2f} {row['unit']}",
+                f"{row['bare']:.2f} {row['unit']}",
+                f"{row['ratio']:.2f}x",
+                target,
+            )
+        )
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return [
+        " | ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
+    ]
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    for line in format_rows(rows):
+        print("  " + line)
