@@ -27,8 +27,11 @@ async def test_a_reviewed_mark_turns_stale_when_the_file_changes(board: RepoBoar
     panel = await changes.mark_reviewed(task.id, "src/app.py", True)
     assert _marks(panel) == {"notes.txt": "", "src/app.py": "reviewed"}
     assert panel["reviewed_files"] == 1
-    # Another file changing leaves the mark as it is.
+    assert panel["files"][-1]["path"] == "src/app.py"
+    # Another file changing leaves the mark as it is, and so does a file sorting after it
+    # (src/app.py was the last file of the patch, now it is not).
     (path / "notes.txt").write_text("hello again\n")
+    (path / "src/zz.py").write_text("z = 1\n")
     assert _marks(await changes.review_panel(task.id))["src/app.py"] == "reviewed"
     # The file itself changing makes it stale; marking again makes it fresh.
     (path / "src/app.py").write_text("x = 333\n")

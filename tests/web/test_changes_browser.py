@@ -77,7 +77,8 @@ def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
     )
     expect(panel.locator("#review-count")).to_have_text("1 comment")
     panel.scroll_into_view_if_needed()
-    screenshot(page, "task-changes.png")
+    # The panel alone: the toggle, the commit and merge forms, the files, the comment.
+    screenshot(page, "task-changes.png", clip=panel.bounding_box(), full_page=True)
     panel.get_by_role("button", name="Send review").click()
     expect(panel.locator("#review-count")).to_have_text("No comments")
     user = page.locator("#conversation .msg-user").last
@@ -113,3 +114,60 @@ def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
     expect(page.locator('#changes-panel .diff-file[data-path="app.py"]')).to_have_attribute(
         "data-reviewed", "stale"
     )
+
+
+def test_since_my_last_review_shows_only_what_changed_after_the_review(
+    page, board, tmp_path: Path
+) -> None:
+    task, _session, worktree = _task_on_repo(board, tmp_path)
+    (worktree / "app.py").write_text("def total(items):\n    return round(sum(items), 2)\n")
+    (worktree / "README.md").write_text("# Cart\n")
+    open_task(page, task)
+    panel = page.locator("#changes-panel")
+    expect(panel).to_have_attribute("data-loaded", "1")
+    files = panel.locator(".changes-files li")
+    expect(files).to_have_count(2)
+
+    # Before any review the toggle shows every change, and says why.
+    panel.get_by_role("button", name="Since my last review").click()
+    panel = page.locator('#changes-panel[data-since="last_review"]')
+    expect(panel.locator("#changes-since-note")).to_have_text(
+        "You have not reviewed this task yet: all its changes are shown."
+    )
+    expect(panel.get_by_role("button", name="Since my last review")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(panel.locator(".changes-files li")).to_have_count(2)
+
+    # Marking a file reviewed is a review: nothing has changed since.
+    panel.locator('.diff-file[data-path="app.py"]').get_by_role(
+        "button", name="Mark reviewed"
+    ).click()
+    expect(panel.locator(".empty-changes")).to_have_text("Nothing changed since your last review.")
+    expect(panel.locator("#changes-since-note")).to_contain_text("since your last review")
+
+    # After the review: README.md edited, a new file, and the agent's turn writes notes.txt.
+    (worktree / "README.md").write_text("# Cart\n\nTotals are rounded.\n")
+    (worktree / "later.txt").write_text("later\n")
+    box = page.get_by_label("Message the agent")
+    box.fill("write notes.txt from hello")
+    box.press("Enter")  # the turn ends: task.changes_updated, the panel refreshes in its view
+    expect(panel.locator('.changes-files li[data-path="notes.txt"]')).to_be_visible()
+    expect(panel.locator(".changes-files li")).to_have_count(3)
+    expect(panel.locator('.changes-files li[data-path="app.py"]')).to_have_count(0)
+    readme = panel.locator('.diff-file[data-path="README.md"]')
+    expect(readme.locator("tr.diff-add")).to_have_count(2)  # the blank line and the sentence
+    expect(readme.locator("tr.diff-ctx .code")).to_have_text(["# Cart"])  # reviewed already
+    since = board.rest.get(
+        f"/api/v1/tasks/{task['id']}/changes", params={"since": "last_review"}
+    ).json()
+    assert sorted(f["path"] for f in since["files"]) == ["README.md", "later.txt", "notes.txt"]
+
+    # Back to all changes: app.py (reviewed) is there again, with the rest.
+    panel.get_by_role("button", name="All changes").click()
+    panel = page.locator('#changes-panel[data-since=""]')
+    expect(panel.locator(".changes-files li")).to_have_count(4)
+    expect(panel.locator('.diff-file[data-path="app.py"]')).to_have_attribute(
+        "data-reviewed", "reviewed"
+    )
+    expect(panel.locator("#changes-since-note")).to_have_count(0)

@@ -86,7 +86,9 @@ def _split_patch(patch: bytes) -> list[bytes]:
     if not patch:
         return []
     chunks = (b"\n" + patch).split(b"\ndiff --git ")
-    return [b"diff --git " + c for c in chunks[1:]]
+    # Each file's text ends with its newline, wherever the file is in the patch (a file's
+    # fingerprint must not change when another file sorts after it).
+    return [b"diff --git " + c + b"\n" for c in chunks[1:-1]] + [b"diff --git " + chunks[-1]]
 
 
 def _cut(chunk: bytes, cap: int) -> bytes:
