@@ -10,7 +10,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.repos.git_helpers import make_repo
+from tests.repos.git_helpers import checkout_state, commit_all, git, make_repo
 from tests.web.conftest import created
 from tests.web.test_task_browser import messages, open_task, start
 
@@ -171,3 +171,49 @@ def test_since_my_last_review_shows_only_what_changed_after_the_review(
         "data-reviewed", "reviewed"
     )
     expect(panel.locator("#changes-since-note")).to_have_count(0)
+
+
+def test_commit_and_merge_from_the_panel_clean_and_conflicting(page, board, tmp_path: Path) -> None:
+    task, _session, worktree = _task_on_repo(board, tmp_path)
+    repo = tmp_path / "project"
+    (worktree / "app.py").write_text("def total(items):\n    return round(sum(items), 2)\n")
+    open_task(page, task)
+    panel = page.locator("#changes-panel")
+    expect(panel).to_have_attribute("data-loaded", "1")
+    expect(panel.locator(".changes-files li")).to_have_count(1)
+
+    # Commit with a message: the worktree's change lands on the task branch.
+    panel.get_by_label("Commit message").fill("Round the total")
+    panel.get_by_role("button", name="Commit", exact=True).click()
+    notice = page.locator("#changes-panel #changes-notice")
+    expect(notice).to_contain_text("Committed ")
+    expect(notice).to_contain_text("(1 file)")
+    assert git(worktree, "log", "-1", "--format=%s") == "Round the total"
+    assert git(worktree, "status", "--porcelain") == ""
+    head = git(worktree, "rev-parse", "HEAD")
+    assert page.locator("#changes-notice").inner_text().split()[1] == head[:7]
+
+    # Merge, clean: main (checked out in the repository) gets it, working tree too.
+    page.locator("#changes-panel").get_by_label("Merge into main").select_option("merge")
+    page.locator("#changes-panel").get_by_role("button", name="Merge", exact=True).click()
+    expect(page.locator("#changes-panel #changes-notice")).to_contain_text("Merged into main as ")
+    assert (repo / "app.py").read_text() == worktree.joinpath("app.py").read_text()
+    branch = board.rest.get(f"/api/v1/tasks/{task['id']}").json()["branch"]
+    assert git(repo, "log", "-1", "--format=%s") == f"Merge branch '{branch}' into main"
+    expect(page.locator("#changes-panel .empty-changes")).to_have_text("No changes yet.")
+
+    # Merge, conflicting: main and the branch both change app.py; 409, the paths, untouched.
+    (repo / "app.py").write_text("def total(items):\n    return sum(items) or 0\n")
+    commit_all(repo, "main changes app.py")
+    (worktree / "app.py").write_text("def total(items):\n    return float(sum(items))\n")
+    commit_all(worktree, "the task changes app.py")
+    before = checkout_state(repo)
+    page.reload()
+    expect(page.locator("#changes-panel")).to_have_attribute("data-loaded", "1")
+    with page.expect_response(lambda r: r.url.endswith("/merge-form")) as answered:
+        page.locator("#changes-panel").get_by_role("button", name="Merge", exact=True).click()
+    assert answered.value.status == 409
+    error = page.locator("#changes-panel #changes-error")
+    expect(error).to_contain_text("conflicts in app.py")
+    expect(error).to_contain_text("nothing was changed")
+    assert checkout_state(repo) == before

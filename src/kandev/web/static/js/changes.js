@@ -14,6 +14,9 @@ export class ChangesPanel {
     this.loading = null;
     this.again = false;
     this.since = root.dataset.since || ""; // "" | "last_review"
+    // What the last commit or merge from the panel did (its notice or error): kept across
+    // the refresh its own `task.changes_updated` triggers, until the next action.
+    this.flash = null;
     root.parentElement.addEventListener("click", (event) => this.onClick(event));
     root.parentElement.addEventListener("submit", (event) => this.onSubmit(event));
   }
@@ -26,17 +29,20 @@ export class ChangesPanel {
         this.again = false;
         const query = this.since ? `?since=${encodeURIComponent(this.since)}` : "";
         const { element } = await fetchFragment(`/tasks/${this.taskId}/changes-fragment${query}`);
-        if (element) this.swap(element);
+        if (element) this.swap(element, { keepFlash: true });
         else if (!this.root.dataset.loaded) this.root.querySelector("p").textContent = "The changes could not be read.";
       } while (this.again);
     })();
     try { await this.loading; } finally { this.loading = null; }
   }
 
-  swap(element) {
+  swap(element, { keepFlash = false } = {}) {
     const open = this.root.querySelector(".diff-comment textarea");
     if (open && open.value.trim()) return; // keep a comment being written; the next event refreshes
     element.dataset.loaded = "1";
+    const said = element.querySelector("#changes-notice, #changes-error");
+    if (said) this.flash = said.cloneNode(true);
+    else if (keepFlash && this.flash) element.querySelector(".changes-actions")?.before(this.flash.cloneNode(true));
     this.root.replaceWith(element);
     this.root = element;
     this.showComments();
@@ -140,6 +146,7 @@ export class ChangesPanel {
     } else if (action === "send-review") this.sendReview(target);
     else if (action === "changes-view" && (target.dataset.since || "") !== this.since) {
       this.since = target.dataset.since || "";
+      this.flash = null;
       this.refresh();
     }
   }
@@ -156,6 +163,7 @@ export class ChangesPanel {
       this.showComments();
     } else if (form.matches(".reviewed-form, .commit-form, .merge-form")) {
       event.preventDefault();
+      this.flash = null;
       const button = form.querySelector("button[type='submit']");
       if (button) button.disabled = true;
       const res = await fetch(form.action, {
