@@ -200,9 +200,9 @@ def build_services(
     # The turn lifecycle calls up into clarification and moves, in this order.
     hooks = orchestrator.hooks
     hooks.superseded.append(clarifications.supersede_waiters)
-    hooks.turn_ending.append(clarifications.turn_ending)
-    hooks.turn_ending.append(permissions.turn_ending)
-    hooks.turn_ended.append(moves.on_turn_end)
+    hooks.turn_ending.append(clarifications.turn_ending_in)
+    hooks.turn_ending.append(permissions.turn_ending_in)
+    hooks.turn_ended.append(moves.on_turn_end_in)
     hooks.session_ended.append(clarifications.expire_session)
     hooks.session_ended.append(permissions.expire_session)
     hooks.session_ended.append(moves.on_session_ended)

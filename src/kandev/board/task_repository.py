@@ -63,6 +63,27 @@ async def change_task_state(conn: AsyncConnection, task_id: str, state: str, now
     return result.rowcount > 0
 
 
+async def change_task_state_returning(
+    conn: AsyncConnection, task_id: str, state: str, now: datetime, *, only_from: str | None = None
+) -> Task | None:
+    """`change_task_state`, giving the changed row back (None: it already had that state,
+    or was not in `only_from`)."""
+    guard = tasks.c.state == only_from if only_from is not None else tasks.c.state != state
+    row = (
+        (
+            await conn.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, guard)
+                .values(state=state, updated_at=now)
+                .returning(*tasks.c)
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return Task.from_row(row) if row else None
+
+
 async def delete_task(conn: AsyncConnection, task_id: str) -> None:
     await conn.execute(delete(task_file_reviews).where(task_file_reviews.c.task_id == task_id))
     await conn.execute(

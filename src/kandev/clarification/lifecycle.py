@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.clarification.bundles import find_active_messages
 from kandev.clarification.claims import detach_active, expire_active_bundles
 from kandev.clarification.delivery import AgentTurns
 from kandev.clarification.store import ClarificationStore
 from kandev.clock import Clock
 from kandev.db.engine import Database
+from kandev.events.publisher import PendingEvents
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.recorder import SessionRecorder
 
 log = logging.getLogger(__name__)
@@ -74,6 +78,18 @@ class SessionLifecycle:
         open (the session waits for input and turn-complete automation does not run)."""
         await self.detach_session(session_id)
         return await has_open_question(self.db, session_id)
+
+    async def turn_ending_in(
+        self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
+    ) -> bool:
+        """`turn_ending` inside the turn-end transaction: the view already says whether a
+        question is open, so a turn without one writes (and reads) nothing here."""
+        self.store.cancel_session(session_id)
+        if not view.has_open_question(session_id):
+            return False
+        rows = await detach_active(conn, self.db, session_id, self.clock.now())
+        self.recorder.message_events(events, view, rows)
+        return True
 
     def supersede_waiters(self, session_id: str) -> None:
         """A new turn makes older bundles inert: wake any agent still waiting on them."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.board.scoped import ScopedService
 from kandev.clarification.answering import ResolveBundle
 from kandev.clarification.asking import AfterSent, Asking, Progress
@@ -32,8 +34,10 @@ from kandev.clarification.store import ClarificationStore
 from kandev.clarification.stored_bundle import Bundle
 from kandev.clock import Clock
 from kandev.db.engine import Database
+from kandev.events.publisher import PendingEvents
 from kandev.ids import IdFactory
 from kandev.sessions.access import AccessRules
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.recorder import SessionRecorder
 
 
@@ -173,6 +177,12 @@ class ClarificationService(ScopedService):
     async def turn_ending(self, session_id: str) -> bool:
         """The turn is over: open questions stay answerable; True while one is open."""
         return await self._lifecycle.turn_ending(session_id)
+
+    async def turn_ending_in(
+        self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
+    ) -> bool:
+        """`turn_ending` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnding`)."""
+        return await self._lifecycle.turn_ending_in(conn, session_id, view, events)
 
     def supersede_waiters(self, session_id: str) -> None:
         """A new turn makes older bundles inert: wake any agent still waiting on them."""

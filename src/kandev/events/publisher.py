@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -29,6 +30,7 @@ class PendingEvents:
     def __init__(self, bus: EventBus) -> None:
         self.bus = bus
         self._items: list[tuple[str, dict[str, Any], str | None, str | None, str]] = []
+        self._after: list[Callable[[], None]] = []
 
     def add(
         self,
@@ -41,7 +43,15 @@ class PendingEvents:
     ) -> None:
         self._items.append((type, data, task_id, session_id, owner_id))
 
+    def after(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the events are published (the transaction committed): what
+        must not happen for a change that could still roll back, e.g. waking a waiter."""
+        self._after.append(callback)
+
     def publish(self) -> None:
         for type, data, task_id, session_id, owner_id in self._items:
             self.bus.publish(type, data, task_id=task_id, session_id=session_id, owner_id=owner_id)
         self._items.clear()
+        callbacks, self._after = self._after, []
+        for callback in callbacks:
+            callback()

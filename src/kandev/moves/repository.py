@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, exists, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.states import TERMINAL_STATES
-from kandev.db.tables import applied_moves, pending_moves, task_sessions
+from kandev.db.tables import applied_moves, pending_moves, task_sessions, tasks, workflow_steps
 
 KEEP_PER_SESSION = 20
 MAX_AGE = timedelta(days=7)
@@ -130,3 +130,36 @@ async def record_consumed(
         )
     )
     await conn.execute(delete(applied_moves).where(applied_moves.c.applied_at < now - max_age))
+
+
+@dataclass(frozen=True)
+class TurnEndFacts:
+    """What a turn's end could have to do with moves: a deferred move waiting, and the
+    task's current step (its name says whether it may be terminal; its events whether
+    turn-complete automation exists)."""
+
+    has_pending_move: bool
+    step_name: str | None
+    step_events: dict[str, Any]
+
+
+async def turn_end_facts(
+    conn: AsyncConnection, session_id: str, task_id: str
+) -> TurnEndFacts | None:
+    """One statement; None when the task is gone."""
+    row = (
+        await conn.execute(
+            select(
+                exists().where(pending_moves.c.session_id == session_id).label("has_pending_move"),
+                workflow_steps.c.name,
+                workflow_steps.c.events,
+            )
+            .select_from(
+                tasks.outerjoin(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id)
+            )
+            .where(tasks.c.id == task_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    return TurnEndFacts(bool(row.has_pending_move), row.name, dict(row.events or {}))

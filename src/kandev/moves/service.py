@@ -31,6 +31,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.board.describe import TaskDescriber
 from kandev.board.scoped import ScopedService
 from kandev.clock import Clock
@@ -47,6 +49,7 @@ from kandev.moves.turn_end import TurnEndMoves
 from kandev.moves.validation import validate_move
 from kandev.sessions.access import AccessRules
 from kandev.sessions.models import Session
+from kandev.sessions.turn_hooks import AfterCommit
 
 
 class MoveService(ScopedService):
@@ -135,6 +138,14 @@ class MoveService(ScopedService):
         """Apply the session's pending move, else run turn-complete automation
         (`TurnEndMoves.on_turn_end`)."""
         await self._turn_end.on_turn_end(session_id, stop_reason=stop_reason, waiting=waiting)
+
+    async def on_turn_end_in(
+        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+    ) -> AfterCommit | None:
+        """`on_turn_end` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnded`)."""
+        return await self._turn_end.on_turn_end_in(
+            conn, session, stop_reason=stop_reason, waiting=waiting
+        )
 
     async def on_session_ended(self, session_id: str) -> None:
         """The session ended (stopped, failed): its pending move will never apply; drop it."""

@@ -35,6 +35,7 @@ from kandev.moves.models import ACTOR_AGENT, ACTOR_WORKFLOW, EntryOptions, MoveT
 from kandev.moves.transitions import Transitions, restart_fresh
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.models import Session
+from kandev.sessions.turn_hooks import AfterCommit
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,22 @@ class TurnEndMoves:
         self._moved_during_turn.add(session_id)
 
     async def on_turn_end(self, session_id: str, *, stop_reason: str, waiting: bool) -> None:
-        """The session's agent turn ended (its state is already settled).
+        """`on_turn_end_in` in a transaction of its own."""
+        async with self.db.write() as conn:
+            session = await sessions_repo.get_session(conn, session_id)
+            if session is None:
+                return
+            then = await self.on_turn_end_in(
+                conn, session, stop_reason=stop_reason, waiting=waiting
+            )
+        if then is not None:
+            await then()
+
+    async def on_turn_end_in(
+        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+    ) -> AfterCommit | None:
+        """The session's agent turn ended (its state is already settled), inside the turn-end
+        transaction (a `sessions.turn_hooks.TurnEnded`).
 
         1. Its pending move, if any, is applied now, or dropped with `task.move_dropped` when
            its target is no longer valid. An explicit move decides this turn end:
@@ -70,31 +86,39 @@ class TurnEndMoves:
            (`waiting`, the clarification guard), the turn was cancelled, the session is not
            the task's primary session, or a person moved the task during the turn.
         3. A task resting on a terminal step is COMPLETED.
-        Entry prompts are queued here; the orchestrator dispatches them next.
+        Entry prompts are queued here; the orchestrator dispatches them next. One read
+        decides whether any of it can apply; the work itself runs in a savepoint, so its
+        failure is logged and leaves the turn's end committed.
         """
+        moved_during_turn = session.id in self._moved_during_turn
+        self._moved_during_turn.discard(session.id)
+        if session.is_terminal:
+            return None
+        automation = (
+            not waiting
+            and stop_reason != "cancelled"
+            and session.is_primary
+            and not moved_during_turn
+        )
+        facts = await moves_repo.turn_end_facts(conn, session.id, session.task_id)
+        if facts is not None and not _may_act(facts, automation):
+            return None
         effects = MoveEffects.on(self.bus)
-        moved_during_turn = session_id in self._moved_during_turn
-        self._moved_during_turn.discard(session_id)
         try:
-            async with self.db.write() as conn:
-                session = await sessions_repo.get_session(conn, session_id)
-                if session is None or session.is_terminal:
-                    return
+            async with conn.begin_nested():
                 decided = await self._apply_pending(conn, session, effects)
-                if (
-                    not decided
-                    and not waiting
-                    and stop_reason != "cancelled"
-                    and session.is_primary
-                    and not moved_during_turn
-                ):
+                if not decided and automation:
                     await self._turn_complete(conn, session, effects)
                 await self._settle_terminal(conn, session.task_id, effects)
         except Exception:
-            log.exception("turn-end moves of session %s failed", session_id)
-            return
-        effects.events.publish()
-        await restart_fresh(self.turns, effects)
+            log.exception("turn-end moves of session %s failed", session.id)
+            return None
+
+        async def after_commit() -> None:
+            effects.events.publish()
+            await restart_fresh(self.turns, effects)
+
+        return after_commit
 
     async def on_session_ended(self, session_id: str) -> None:
         """The session ended (stopped, failed): its pending move will never apply; drop it."""
@@ -184,6 +208,16 @@ class TurnEndMoves:
             settled = await task_repository.get_task(conn, task_id)
             assert settled is not None
             await self.transitions.task_event(conn, effects, TASK_UPDATED, settled, {})
+
+
+def _may_act(facts: moves_repo.TurnEndFacts, automation: bool) -> bool:
+    """False only when nothing can happen: no deferred move, no turn-complete automation to
+    run, and a step that cannot be terminal."""
+    if facts.has_pending_move:
+        return True
+    if automation and facts.step_events.get("on_turn_complete"):
+        return True
+    return (facts.step_name or "").strip().lower() in step_events.TERMINAL_STEP_NAMES
 
 
 async def _pending_target(

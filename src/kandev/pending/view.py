@@ -85,6 +85,9 @@ class TaskView:
         found = self._facts.get(session_id)
         return found.session if found is not None else None
 
+    def sessions_of(self, task_id: str) -> list[Session]:
+        return [f.session for f in self._facts.values() if f.session.task_id == task_id]
+
     def owner_id(self, task_id: str) -> str:
         return self._owners.get(task_id, "")
 

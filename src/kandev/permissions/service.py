@@ -15,6 +15,7 @@ The database decides; the in-memory waiters only carry the decision to the block
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable
 from datetime import datetime
@@ -38,12 +39,14 @@ from kandev.clarification.listing import clamp_limit, decode_cursor, encode_curs
 from kandev.clock import Clock, isoformat
 from kandev.db.engine import Database
 from kandev.errors import Conflict, NotFound, ValidationFailed
+from kandev.events.publisher import PendingEvents
 from kandev.ids import IdFactory
 from kandev.log_fields import log_event
 from kandev.permissions import repository as repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.access import AccessRules
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.turns import current_turn_id
@@ -265,6 +268,22 @@ class PermissionService:
         """The turn is over: its open requests expire (the agent's calls get cancelled).
         Never makes the session wait."""
         await self.expire_session(session_id)
+        return False
+
+    async def turn_ending_in(
+        self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
+    ) -> bool:
+        """`turn_ending` inside the turn-end transaction: only a session the view shows
+        with a pending request writes anything; its waiters wake once it committed."""
+        if not view.has_pending_permission(session_id):
+            return False
+        rows = await repo.expire_requests(conn, self.clock.now(), session_id=session_id)
+        view.permissions_settled(session_id)
+        self.recorder.message_events(events, view, rows)
+        for row in rows:
+            pending_id = str(row.metadata.get(PENDING_ID_KEY))
+            self._log("permission expired", row.session_id, pending_id=pending_id)
+            events.after(functools.partial(self._wake, pending_id, None))
         return False
 
     async def expire_session(self, session_id: str) -> int:

@@ -231,17 +231,18 @@ class Orchestrator:
                 queued_id = await self.recorder.enqueue_prompt(session, text, author_id)
                 return PromptResult(session.id, None, True, queued_id)
             self._supersede(session.id)
-            turn = await self.recorder.begin_turn(session, text, author_id)
-            await self._begin_live_turn(live, session, turn.id)
+            turn, owner_id = await self.recorder.begin_live_turn(session, text, author_id)
+            self._begin_live_turn(live, session, turn.id, owner_id)
         self._spawn(self._run_turn(session.id, turn.id, text))
         return PromptResult(session.id, turn.id, False)
 
-    async def _begin_live_turn(self, live: LiveSession, session: Session, turn_id: str) -> None:
+    @staticmethod
+    def _begin_live_turn(live: LiveSession, session: Session, turn_id: str, owner_id: str) -> None:
         live.turn_id = turn_id
         live.text_message = None
         live.keyed_messages.clear()
         live.session = session
-        live.owner_id = await self.recorder.owner_of(session.task_id)
+        live.owner_id = owner_id
 
     async def _run_turn(
         self,
@@ -295,14 +296,12 @@ class Orchestrator:
             live.text_message = None
             # The turn is over: open questions stay answerable (detached); while one is open
             # the session waits for input and turn-complete automation does not run.
-            waiting = False
-            for ending in self.hooks.turn_ending:
-                waiting = await ending(session_id) or waiting
-            await self.recorder.finish_turn(session_id, turn_id, stop_reason, waiting=waiting)
-            # A deferred move lands first, then turn-complete automation (not while
-            # `waiting`); step-entry prompts they queue are dispatched just below.
-            for ended in self.hooks.turn_ended:
-                await ended(session_id, stop_reason=stop_reason, waiting=waiting)
+            # One transaction: the turn-ending hooks, the turn's end, then a deferred move
+            # lands or turn-complete automation runs (not while `waiting`); step-entry
+            # prompts they queue are dispatched just below.
+            _, after = await self.recorder.finish_turn(session_id, turn_id, stop_reason, self.hooks)
+            for then in after:
+                await then()
         await self.dispatch_queued(session_id)
 
     async def dispatch_queued(self, session_id: str) -> None:
@@ -328,8 +327,10 @@ class Orchestrator:
         if session is None or session.is_terminal:
             return None
         self._supersede(session_id)
-        turn = await self.recorder.begin_turn(session, queued["content"], queued["queued_by"])
-        await self._begin_live_turn(live, session, turn.id)
+        turn, owner_id = await self.recorder.begin_live_turn(
+            session, queued["content"], queued["queued_by"]
+        )
+        self._begin_live_turn(live, session, turn.id, owner_id)
         return turn.id, queued["content"]
 
     def _supersede(self, session_id: str) -> None:
@@ -374,8 +375,10 @@ class Orchestrator:
                 raise DispatchRejected(f"the agent could not be started: {exc}") from exc
             async with self.db.write() as conn:
                 await reservation.mark_attempted(conn, turn_id, self.recorder.clock.now())
-            await self.recorder.start_reserved_turn(session, turn_id, prompt, reservation.publish)
-            await self._begin_live_turn(live, session, turn_id)
+            owner_id = await self.recorder.start_reserved_turn(
+                session, turn_id, prompt, reservation.publish
+            )
+            self._begin_live_turn(live, session, turn_id, owner_id)
             sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._spawn(self._run_turn(session_id, turn_id, prompt, sent))
         try:

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board import task_repository
-from kandev.board.describe import task_json
 from kandev.catalog.events import (
     SESSION_MESSAGE_ADDED,
     SESSION_MESSAGE_UPDATED,
@@ -42,8 +41,9 @@ from kandev.ids import IdFactory
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
-from kandev.sessions.describe import SessionDescriber
+from kandev.sessions.describe import SessionDescriber, SessionsView
 from kandev.sessions.models import Message, Session, Turn
+from kandev.sessions.turn_hooks import AfterCommit, TurnHooks
 from kandev.sessions.turns import lock_session_turns
 
 T = TypeVar("T")
@@ -76,16 +76,15 @@ class SessionRecorder:
     async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
         return (await self.describer.sessions_json(conn, [session]))[0]
 
-    async def _state_event(
-        self,
-        conn: AsyncConnection,
-        events: PendingEvents,
-        session_id: str,
-        previous: str,
-        owner_id: str | None = None,
-    ) -> Session:
-        session = await sessions_repo.get_session(conn, session_id)
-        assert session is not None
+    async def view(self, conn: AsyncConnection, session_id: str) -> SessionsView:
+        """The session's task and all its sessions, described in one statement."""
+        return await self.describer.view_of_session_task(conn, session_id)
+
+    def _state_event(
+        self, events: PendingEvents, view: SessionsView, session: Session, previous: str
+    ) -> None:
+        """`session` is the row the UPDATE gave back; the view describes it from there."""
+        view.replace_session(session)
         events.add(
             SESSION_STATE_CHANGED,
             {
@@ -94,29 +93,41 @@ class SessionRecorder:
                 "state": session.state,
                 "previous_state": previous,
                 "error_message": session.error_message,
-                "session": await self.session_json(conn, session),
+                "session": view.session_json(session.id),
             },
             task_id=session.task_id,
             session_id=session.id,
-            owner_id=owner_id
-            if owner_id is not None
-            else await task_owner_id(conn, session.task_id),
+            owner_id=view.owner_id(session.task_id),
         )
-        return session
+
+    async def _change_state(
+        self,
+        conn: AsyncConnection,
+        events: PendingEvents,
+        view: SessionsView,
+        previous: Session,
+        state: str,
+        **extra: Any,
+    ) -> Session | None:
+        changed = await sessions_repo.set_state_returning(
+            conn, previous.id, state, self.clock.now(), **extra
+        )
+        if changed is not None:
+            self._state_event(events, view, changed, previous.state)
+        return changed
 
     async def set_state(
         self, session_id: str, state: str, *, only_from: tuple[str, ...] | None = None
     ) -> bool:
         """Move a live session to `state` (optionally only from some states)."""
         async with self._write() as (conn, events):
-            session = await sessions_repo.get_session(conn, session_id)
+            view = await self.view(conn, session_id)
+            session = view.session(session_id)
             if session is None or session.is_terminal or session.state == state:
                 return False
             if only_from is not None and session.state not in only_from:
                 return False
-            await sessions_repo.set_state_unless_terminal(conn, session_id, state, self.clock.now())
-            await self._state_event(conn, events, session_id, session.state)
-            return True
+            return await self._change_state(conn, events, view, session, state) is not None
 
     async def owner_of(self, task_id: str) -> str:
         async with self.db.read() as conn:
@@ -143,10 +154,11 @@ class SessionRecorder:
         assert state in TERMINAL_STATES
         now = self.clock.now()
         async with self._write() as (conn, events):
-            session = await sessions_repo.get_session(conn, session_id)
+            await lock_session_turns(conn, self.db, [session_id])
+            view = await self.view(conn, session_id)
+            session = view.session(session_id)
             if session is None or session.is_terminal:
                 return None
-            await lock_session_turns(conn, self.db, [session_id])
             if state == FAILED and reason:
                 error = await messages_repo.insert_message(
                     conn,
@@ -161,52 +173,59 @@ class SessionRecorder:
                         "created_at": now,
                     },
                 )
-                await self._message_event(conn, events, SESSION_MESSAGE_ADDED, error, None)
-            await sessions_repo.set_state_unless_terminal(
-                conn, session_id, state, now, completed_at=now, error_message=reason
-            )
+                await self._message_event(
+                    conn, events, SESSION_MESSAGE_ADDED, error, view.owner_id(session.task_id)
+                )
             await turns_repo.complete_open_turns(conn, session_id, now)
             await messages_repo.clear_queue(conn, session_id)
             if revoke is not None:
                 await revoke(conn, session_id)
-            ended = await self._state_event(conn, events, session_id, session.state)
-            await self._task_out_of_progress(conn, events, session)
+            ended = await self._change_state(
+                conn, events, view, session, state, completed_at=now, error_message=reason
+            )
+            await self._task_out_of_progress(conn, events, view, session)
             return ended
 
     async def _task_out_of_progress(
-        self, conn: AsyncConnection, events: PendingEvents, ended: Session
+        self, conn: AsyncConnection, events: PendingEvents, view: SessionsView, ended: Session
     ) -> None:
         """A session ended: its task, if IN_PROGRESS and no other session of it is running,
         goes to REVIEW (a person looks at what happened; reference: stop_task_kandev)."""
-        task = await task_repository.get_task(conn, ended.task_id)
-        if task is None or task.state != TASK_IN_PROGRESS:
-            return
-        for other in await sessions_repo.list_task_sessions(conn, ended.task_id):
+        for other in view.sessions_of(ended.task_id):
             if other.id != ended.id and other.state in (STARTING, RUNNING):
                 return
-        owner_id = await task_owner_id(conn, ended.task_id)
-        await self._set_task_state(conn, events, ended.task_id, TASK_REVIEW, owner_id)
+        await self._set_task_state(
+            conn, events, view, ended.task_id, TASK_REVIEW, only_from=TASK_IN_PROGRESS
+        )
 
     # --- turns --------------------------------------------------------------------------
 
     async def begin_turn(self, session: Session, text: str, author_id: str = "") -> Turn:
         """A new turn with the user's prompt as its first message; session → RUNNING."""
+        turn, _ = await self.begin_live_turn(session, text, author_id)
+        return turn
+
+    async def begin_live_turn(
+        self, session: Session, text: str, author_id: str = ""
+    ) -> tuple[Turn, str]:
+        """`begin_turn`, also giving the task's owner (the scope of the turn's events)."""
         now = self.clock.now()
         async with self._write() as (conn, events):
             await lock_session_turns(conn, self.db, [session.id])
             turn = await turns_repo.insert_turn(
                 conn, id=self.new_id(), session_id=session.id, task_id=session.task_id, now=now
             )
-            await self._open_turn(conn, events, session, turn.id, text, author_id, {})
-            return turn
+            owner_id = await self._open_turn(conn, events, session, turn.id, text, author_id, {})
+        return turn, owner_id
 
     async def start_reserved_turn(
         self, session: Session, turn_id: str, text: str, publish_reservation: Any
-    ) -> None:
-        """Open a reserved (resume) turn: its prompt message, RUNNING, reservation cleared."""
+    ) -> str:
+        """Open a reserved (resume) turn: its prompt message, RUNNING, reservation cleared.
+        Returns the task's owner."""
         async with self._write() as (conn, events):
             await publish_reservation(conn, turn_id, self.clock.now())
-            await self._open_turn(
+            return await self._open_turn(
                 conn, events, session, turn_id, text, "", {"clarification_resume": True}
             )
 
@@ -219,10 +238,12 @@ class SessionRecorder:
         text: str,
         author_id: str,
         metadata: dict[str, Any],
-    ) -> None:
-        """The prompt message of a turn, its events, session RUNNING and task IN_PROGRESS."""
+    ) -> str:
+        """The prompt message of a turn, its events, session RUNNING and task IN_PROGRESS.
+        The turn is already current; returns the task's owner."""
         now = self.clock.now()
-        owner_id = await task_owner_id(conn, session.task_id)
+        view = await self.view(conn, session.id)
+        owner_id = view.owner_id(session.task_id)
         message = await messages_repo.insert_message(
             conn,
             {
@@ -245,22 +266,35 @@ class SessionRecorder:
             **scope,
         )
         events.add(SESSION_MESSAGE_ADDED, {"message": message.to_json()}, **scope)
-        current = await sessions_repo.get_session(conn, session.id)
+        current = view.session(session.id)
         if current is not None and current.state != RUNNING and not current.is_terminal:
-            await sessions_repo.set_state_unless_terminal(conn, session.id, RUNNING, now)
-            await self._state_event(conn, events, session.id, current.state, owner_id)
-        await self._set_task_state(conn, events, session.task_id, TASK_IN_PROGRESS, owner_id)
+            await self._change_state(conn, events, view, current, RUNNING)
+        await self._set_task_state(conn, events, view, session.task_id, TASK_IN_PROGRESS)
+        return owner_id
 
     async def finish_turn(
-        self, session_id: str, turn_id: str, stop_reason: str, *, waiting: bool = False
-    ) -> None:
-        """End a turn: IDLE (task REVIEW), or WAITING_FOR_INPUT while a question is open."""
+        self,
+        session_id: str,
+        turn_id: str,
+        stop_reason: str,
+        hooks: TurnHooks | None = None,
+    ) -> tuple[bool, list[AfterCommit]]:
+        """End a turn in one transaction: the `turn_ending` hooks (open questions detach,
+        permission requests expire), the turn completed, IDLE (task REVIEW) — or
+        WAITING_FOR_INPUT while a question is open — then the `turn_ended` hooks (deferred
+        moves, turn-complete automation). Returns (waiting, what to run after the commit)."""
         now = self.clock.now()
+        hooks = hooks or TurnHooks()
+        after: list[AfterCommit] = []
+        waiting = False
         async with self._write() as (conn, events):
-            session = await sessions_repo.get_session(conn, session_id)
+            view = await self.view(conn, session_id)
+            session = view.session(session_id)
             if session is None:
-                return
-            owner_id = await task_owner_id(conn, session.task_id)
+                return False, []
+            for ending in hooks.turn_ending:
+                waiting = await ending(conn, session_id, view, events) or waiting
+            owner_id = view.owner_id(session.task_id)
             if await turns_repo.complete_turn(conn, turn_id, now):
                 events.add(
                     SESSION_TURN_COMPLETED,
@@ -275,23 +309,40 @@ class SessionRecorder:
                     owner_id=owner_id,
                 )
             next_state = WAITING_FOR_INPUT if waiting else IDLE
-            if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING) and (
-                session.state != next_state
-            ):
-                await sessions_repo.set_state_unless_terminal(conn, session_id, next_state, now)
-                await self._state_event(conn, events, session_id, session.state, owner_id)
+            settled = session
             if session.state in (RUNNING, WAITING_FOR_INPUT, STARTING):
-                await self._set_task_state(conn, events, session.task_id, TASK_REVIEW, owner_id)
+                if session.state != next_state:
+                    settled = (
+                        await self._change_state(conn, events, view, session, next_state) or session
+                    )
+                await self._set_task_state(conn, events, view, session.task_id, TASK_REVIEW)
+            for ended in hooks.turn_ended:
+                then = await ended(conn, settled, stop_reason=stop_reason, waiting=waiting)
+                if then is not None:
+                    after.append(then)
+        return waiting, after
 
     async def _set_task_state(
-        self, conn: AsyncConnection, events: PendingEvents, task_id: str, state: str, owner_id: str
+        self,
+        conn: AsyncConnection,
+        events: PendingEvents,
+        view: SessionsView,
+        task_id: str,
+        state: str,
+        *,
+        only_from: str | None = None,
     ) -> None:
-        if not await task_repository.change_task_state(conn, task_id, state, self.clock.now()):
+        updated = await task_repository.change_task_state_returning(
+            conn, task_id, state, self.clock.now(), only_from=only_from
+        )
+        if updated is None:
             return  # already in that state (or gone): nothing to announce
-        updated = await task_repository.get_task(conn, task_id)
-        assert updated is not None
-        payload = await task_json(self.describer, conn, updated)
-        events.add(TASK_UPDATED, {"task": payload}, task_id=task_id, owner_id=owner_id)
+        events.add(
+            TASK_UPDATED,
+            {"task": view.task_json(updated)},
+            task_id=task_id,
+            owner_id=view.owner_id(task_id),
+        )
 
     # --- messages -----------------------------------------------------------------------
 
@@ -361,30 +412,37 @@ class SessionRecorder:
             owner_id=owner_id,
         )
 
+    @staticmethod
+    def message_events(
+        events: PendingEvents, view: SessionsView, messages: list[Message], *, added: bool = False
+    ) -> None:
+        """Events for rows changed by a clarification or permission transition, each with
+        its session's pending_action as `view` (patched by the writer) says."""
+        kind = SESSION_MESSAGE_ADDED if added else SESSION_MESSAGE_UPDATED
+        for message in messages:
+            events.add(
+                kind,
+                {
+                    "message": message.to_json(),
+                    "pending_action": view.pending_action(message.session_id),
+                },
+                task_id=message.task_id,
+                session_id=message.session_id,
+                owner_id=view.owner_id(message.task_id),
+            )
+
     async def publish_messages(self, messages: list[Message], *, added: bool = False) -> None:
         """Announce rows changed by a clarification transition, with each session's
         recomputed pending_action so clients converge on it."""
         if not messages:
             return
-        session_ids = sorted({m.session_id for m in messages})
+        events = PendingEvents(self.bus)
         async with self.db.read() as conn:
-            actions = await self.describer.pending_actions(conn, session_ids)
-            owners = {
-                task_id: await task_owner_id(conn, task_id)
-                for task_id in {m.task_id for m in messages}
-            }
-        kind = SESSION_MESSAGE_ADDED if added else SESSION_MESSAGE_UPDATED
-        for message in messages:
-            self.bus.publish(
-                kind,
-                {
-                    "message": message.to_json(),
-                    "pending_action": actions.get(message.session_id),
-                },
-                task_id=message.task_id,
-                session_id=message.session_id,
-                owner_id=owners.get(message.task_id, ""),
+            view = await self.describer.view_of_sessions(
+                conn, sorted({m.session_id for m in messages})
             )
+        self.message_events(events, view, messages, added=added)
+        events.publish()
 
     async def mark_waiting(self, session_id: str) -> None:
         """An agent asked a question: session WAITING_FOR_INPUT, task REVIEW."""
@@ -411,6 +469,28 @@ class SessionRecorder:
             unless=still_waiting,
         )
 
+    async def settle_answered_live(
+        self,
+        session_id: str,
+        delivered: Callable[[AsyncConnection, SessionsView, PendingEvents], Awaitable[T]],
+    ) -> T:
+        """An answer reached its blocked agent: `delivered` writes the delivered mark (and
+        its events) and the session goes back to RUNNING (task IN_PROGRESS) — unless a
+        question is still open on the turn — all in one transaction, described by one read.
+        `delivered` raising rolls everything back."""
+        async with self._write() as (conn, events):
+            view = await self.view(conn, session_id)
+            done = await delivered(conn, view, events)
+            session = view.session(session_id)
+            if (
+                session is not None
+                and session.state == WAITING_FOR_INPUT
+                and not view.has_open_question(session_id)
+            ):
+                await self._change_state(conn, events, view, session, RUNNING)
+                await self._set_task_state(conn, events, view, session.task_id, TASK_IN_PROGRESS)
+        return done
+
     async def _move(
         self,
         session_id: str,
@@ -420,20 +500,18 @@ class SessionRecorder:
         before: Callable[[AsyncConnection], Awaitable[T]] | None = None,
         unless: Callable[[AsyncConnection], Awaitable[bool]] | None = None,
     ) -> T | None:
-        now = self.clock.now()
         done: T | None = None
         async with self._write() as (conn, events):
             if before is not None:
                 done = await before(conn)
-            session = await sessions_repo.get_session(conn, session_id)
+            view = await self.view(conn, session_id)
+            session = view.session(session_id)
             if session is None or session.state not in only_from:
                 return done
             if unless is not None and await unless(conn):
                 return done
-            await sessions_repo.set_state_unless_terminal(conn, session_id, state, now)
-            owner_id = await task_owner_id(conn, session.task_id)
-            await self._state_event(conn, events, session_id, session.state, owner_id)
-            await self._set_task_state(conn, events, session.task_id, task_state, owner_id)
+            await self._change_state(conn, events, view, session, state)
+            await self._set_task_state(conn, events, view, session.task_id, task_state)
         return done
 
     # --- queue --------------------------------------------------------------------------

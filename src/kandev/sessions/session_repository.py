@@ -94,3 +94,25 @@ async def set_state_unless_terminal(
         .values(state=state, updated_at=now, **extra)
     )
     return result.rowcount > 0
+
+
+async def set_state_returning(
+    conn: AsyncConnection, session_id: str, state: str, now: datetime, **extra: Any
+) -> Session | None:
+    """`set_state_unless_terminal`, giving the changed row back (None: nothing changed)."""
+    row = (
+        (
+            await conn.execute(
+                update(task_sessions)
+                .where(
+                    task_sessions.c.id == session_id,
+                    task_sessions.c.state.not_in(TERMINAL_STATES),
+                )
+                .values(state=state, updated_at=now, **extra)
+                .returning(*task_sessions.c)
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return Session.from_row(row) if row else None

@@ -2,9 +2,11 @@
 (clarification, moves, repositories) without importing them.
 
 Callbacks are registered on `Orchestrator.hooks` by the container, in order; the
-orchestrator calls every one at its moment. A resume of a detached answer brings its own
-`ResumeReservation` (clarification owns those rows); the worktree a task's agent runs in
-comes from a `Workdirs` given at construction.
+orchestrator calls every one at its moment. The turn-end ones run inside the one turn-end
+transaction (the recorder's `finish_turn`), so a turn ends in one transaction however many
+layers have something to say about it, and a hook with nothing to do reads nothing more.
+A resume of a detached answer brings its own `ResumeReservation` (clarification owns those
+rows); the worktree a task's agent runs in comes from a `Workdirs` given at construction.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
+from kandev.events.publisher import PendingEvents
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Session
 
 
@@ -30,8 +34,28 @@ class PromptNotSent(Exception):
     """The resume turn started but its prompt never reached the agent (it died first)."""
 
 
+# What a hook leaves to do once the turn-end transaction committed.
+AfterCommit = Callable[[], Awaitable[None]]
+
+
+class TurnEnding(Protocol):
+    """A turn is ending, inside the turn-end transaction (before the session's state is
+    settled): returns True when the session now waits for a human. `view` describes the
+    task's sessions as the transaction read them; a hook that changes what it describes
+    patches it, and adds its events to `events` (published after the commit)."""
+
+    async def __call__(
+        self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
+    ) -> bool: ...
+
+
 class TurnEnded(Protocol):
-    async def __call__(self, session_id: str, *, stop_reason: str, waiting: bool) -> None: ...
+    """The turn ended (`waiting`: for a human), in the same transaction, after the session's
+    state settled; under the turn lock. Returns what to do after the commit, if anything."""
+
+    async def __call__(
+        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+    ) -> AfterCommit | None: ...
 
 
 @dataclass
@@ -39,8 +63,8 @@ class TurnHooks:
     # A new turn starts on the session: live ask calls of the old turn end (sync).
     superseded: list[Callable[[str], None]] = field(default_factory=list)
     # A turn is ending: each returns True when the session now waits for a human.
-    turn_ending: list[Callable[[str], Awaitable[bool]]] = field(default_factory=list)
-    # A turn ended (`waiting`: for a human), under the turn lock.
+    turn_ending: list[TurnEnding] = field(default_factory=list)
+    # A turn ended, in the same transaction.
     turn_ended: list[TurnEnded] = field(default_factory=list)
     # The session ended (stopped, failed): no turn of it will end again. What a callback
     # returns (e.g. how many questions it expired) is not used.
