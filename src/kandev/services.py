@@ -19,7 +19,11 @@ from kandev.board.agent_profiles import AgentProfileService
 from kandev.board.tasks import TaskService
 from kandev.board.workflows import WorkflowService
 from kandev.board.workspaces import WorkspaceService
-from kandev.clarification.recovery import recover_on_startup
+from kandev.clarification.recovery import (
+    RecoveryReport,
+    recover_on_startup,
+    settle_sessions_on_startup,
+)
 from kandev.clarification.service import ClarificationService
 from kandev.clarification.store import ClarificationStore
 from kandev.clock import Clock, SystemClock
@@ -112,20 +116,7 @@ class Services:
     async def prepare(self) -> None:
         """A server's start: storage, then everything a previous server left behind."""
         await self.prepare_storage()
-        # Agents an earlier server left running (it was killed and they escaped the guard)
-        # are killed before anything here can relaunch one: never two agents per session.
-        await self.agent_processes.reap()
-        # Claimed-but-undelivered answers and half-made resume turns are put right before
-        # anything else runs; an inconsistency stops the start (RecoveryError).
-        recovered = await recover_on_startup(self.db, self.clock.now())
-        # Permission requests a previous server left open can never reach their agent.
-        await self.permissions.expire_on_startup()
-        # Agent processes died with the previous server; their sessions wait for a prompt,
-        # or for the answer to a question that is still open.
-        for session_id in await self.orchestrator.recorder.settle_after_restart():
-            await self.clarifications.settle_after_restart(session_id)
-        # Deferred moves of sessions that ended can never apply: dropped (with an event).
-        await self.moves.drop_orphaned()
+        recovered = await self.recover()
         # After each agent turn, a task on a repository announces changed changes.
         self.orchestrator.run_in_background(self.changes.follow_turns())
         # Worktrees that deleted tasks left behind go every so often (0 = never).
@@ -138,6 +129,25 @@ class Services:
             self.orchestrator.run_in_background(
                 self.clarifications.redeliver_after_restart(recovered.undelivered)
             )
+
+    async def recover(self) -> RecoveryReport:
+        """What a previous server left behind, put right before this one runs (only a
+        server's start calls it). Set-based: the same statements for any number of live
+        sessions (tests/clarification/test_session_settlement.py counts them)."""
+        # Agents an earlier server left running (it was killed and they escaped the guard)
+        # are killed before anything here can relaunch one: never two agents per session.
+        await self.agent_processes.reap()
+        # Claimed-but-undelivered answers and half-made resume turns are put right before
+        # anything else runs; an inconsistency stops the start (RecoveryError).
+        recovered = await recover_on_startup(self.db, self.clock.now())
+        # Permission requests a previous server left open can never reach their agent.
+        await self.permissions.expire_on_startup()
+        # Agent processes died with the previous server; their sessions wait for a prompt,
+        # or for the answer to a question that is still open (all at once, set-based).
+        await settle_sessions_on_startup(self.db, self.clock.now())
+        # Deferred moves of sessions that ended can never apply: dropped (with an event).
+        await self.moves.drop_orphaned()
+        return recovered
 
     async def begin_shutdown(self) -> None:
         """SIGINT / SIGTERM, before the HTTP server waits for open requests: event streams

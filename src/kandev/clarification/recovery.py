@@ -17,6 +17,10 @@ session is reported `undelivered` — the server resumes its agent with it once 
 Each reservation and each bundle is settled in its own transaction; a problem with one is
 collected and the others still run, then `RecoveryError` names every problem and the
 server refuses to start.
+
+`settle_sessions_on_startup` then puts the sessions whose agent died with the previous
+server at rest, all of them at once: a fixed number of statements in one transaction, for
+any number of sessions.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import case, exists, func, literal, not_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog import messages as kinds
-from kandev.catalog.states import TERMINAL_STATES
+from kandev.catalog.states import IDLE, RUNNING, STARTING, TERMINAL_STATES, WAITING_FOR_INPUT
 from kandev.clarification.bundles import find_delivery_intent_messages
 from kandev.clarification.claims import ClarificationStateError, finalize_delivery
+from kandev.clarification.predicates import is_pending, on_current_turn
 from kandev.clarification.reservations import delete_reservation
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
@@ -293,3 +298,76 @@ async def _settle_delivery(conn: AsyncConnection, db: Database, pending_id: str)
     if await finalize_delivery(conn, db, pending_id, terminal, ids, kinds.VIA_RETIRED) is None:
         raise RecoveryError(f"clarification {pending_id}: delivery intent could not be retired")
     return False
+
+
+# --- sessions whose agent died with the previous server -----------------------------------
+
+# What an agent process was doing when the server went away; nothing runs it any more.
+AGENT_GONE_STATES = (STARTING, RUNNING, WAITING_FOR_INPUT)
+
+
+@dataclass
+class SessionSettlement:
+    idle: list[str] = field(default_factory=list)  # wait for a prompt (relaunch on it)
+    waiting: list[str] = field(default_factory=list)  # wait for the answer to an open question
+
+
+async def settle_sessions_on_startup(db: Database, now: datetime) -> SessionSettlement:
+    """Every session in AGENT_GONE_STATES: open turns completed, the pending questions of
+    its current turn detached (still answerable, §3.5), and its state IDLE — or
+    WAITING_FOR_INPUT while such a question is open, so it is listed and an answer resumes
+    the agent. One transaction, five statements (four on SQLite), whatever the number of
+    sessions; events are not published (nobody can be subscribed before the server runs,
+    and an event stream of the previous server gets `stream.reset`)."""
+    gone = select(sessions.c.id).where(sessions.c.state.in_(AGENT_GONE_STATES))
+    async with db.write() as conn:
+        if db.is_postgres:
+            # The per-session current-turn lock (kandev.sessions.turns.lock_session_turns),
+            # taken for all of them in one statement, in the same sorted order.
+            ordered = gone.order_by(sessions.c.id).subquery("gone")
+            key = literal("task-session-turn:") + ordered.c.id
+            await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
+        await conn.execute(
+            update(turns)
+            .where(turns.c.session_id.in_(gone), turns.c.completed_at.is_(None))
+            .values(completed_at=now, updated_at=now)
+        )
+        await conn.execute(
+            update(messages)
+            .where(
+                messages.c.session_id.in_(gone),
+                messages.c.type == kinds.CLARIFICATION_TYPE,
+                is_pending(),
+                not_(json_truthy(messages.c.metadata, kinds.AGENT_DISCONNECTED_KEY)),
+                on_current_turn(),
+            )
+            .values(
+                metadata=json_set_keys(messages.c.metadata, {kinds.AGENT_DISCONNECTED_KEY: True}),
+                updated_at=now,
+            )
+        )
+        open_question = (
+            exists()
+            .where(
+                messages.c.session_id == sessions.c.id,
+                messages.c.type == kinds.CLARIFICATION_TYPE,
+                is_pending(),
+                on_current_turn(),
+            )
+            .correlate(sessions)
+        )
+        settled = (
+            await conn.execute(
+                update(sessions)
+                .where(sessions.c.state.in_(AGENT_GONE_STATES))
+                .values(
+                    state=case((open_question, WAITING_FOR_INPUT), else_=IDLE),
+                    updated_at=now,
+                )
+                .returning(sessions.c.id, sessions.c.state)
+            )
+        ).all()
+    result = SessionSettlement()
+    for session_id, state in sorted(settled):
+        (result.waiting if state == WAITING_FOR_INPUT else result.idle).append(session_id)
+    return result

@@ -1,0 +1,149 @@
+"""Sessions whose agent died with the previous server, settled at startup all at once
+(`settle_sessions_on_startup`, run by `Services.recover`), on both databases: the same
+outcome as settling them one by one, and the same statements for 1 session as for 50."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event, select
+
+from kandev.catalog import messages as kinds
+from kandev.catalog.states import (
+    COMPLETED,
+    IDLE,
+    RUNNING,
+    STARTING,
+    WAITING_FOR_INPUT,
+)
+from kandev.clarification.recovery import SessionSettlement, settle_sessions_on_startup
+from kandev.db.engine import Database
+from kandev.db.tables import task_session_turns, task_sessions
+from kandev.services import Services
+from tests.clarification.test_repository import (
+    active_ids,
+    at,
+    bundle,
+    seed_bundle,
+    seed_session,
+    seed_turn,
+)
+
+GONE = (STARTING, RUNNING, WAITING_FOR_INPUT)
+
+
+async def seed_sessions(db: Database, count: int, prefix: str = "s") -> dict[str, dict[str, Any]]:
+    """`count` sessions an agent was running, in each gone state in turn; every other one
+    waits on a question of its current turn, every third one of the rest has a question
+    only on an older turn (not open any more). Returns what each one should become."""
+    expected: dict[str, dict[str, Any]] = {}
+    for i in range(count):
+        session_id = f"{prefix}{i:03d}"
+        await seed_session(db, session_id, GONE[i % len(GONE)])
+        open_question = i % 2 == 0
+        old_question = not open_question and i % 3 == 0
+        if old_question:
+            await seed_turn(db, f"{session_id}-t0", session_id, started=0)
+            await seed_bundle(db, f"{session_id}-old", session_id, f"{session_id}-t0")
+        await seed_turn(db, f"{session_id}-t1", session_id, started=10)
+        if open_question:
+            await seed_bundle(db, f"{session_id}-p", session_id, f"{session_id}-t1", when=11)
+        expected[session_id] = {
+            "state": WAITING_FOR_INPUT if open_question else IDLE,
+            "pending_id": f"{session_id}-p" if open_question else None,
+            "old_pending_id": f"{session_id}-old" if old_question else None,
+        }
+    return expected
+
+
+async def session_rows(db: Database) -> dict[str, Any]:
+    async with db.read() as conn:
+        rows = (await conn.execute(select(task_sessions))).mappings().all()
+    return {r["id"]: r for r in rows}
+
+
+async def open_turns(db: Database) -> set[str]:
+    async with db.read() as conn:
+        query = select(task_session_turns.c.session_id).where(
+            task_session_turns.c.completed_at.is_(None)
+        )
+        return set((await conn.execute(query)).scalars().all())
+
+
+async def test_live_sessions_settle_as_one_by_one_would(db: Database) -> None:
+    expected = await seed_sessions(db, 7)
+    # Untouched: a session at rest with its open turn, and an ended one.
+    await seed_session(db, "idle", IDLE)
+    await seed_turn(db, "idle-t1", "idle")
+    await seed_bundle(db, "idle-p", "idle", "idle-t1")
+    await seed_session(db, "done", COMPLETED)
+    await seed_turn(db, "done-t1", "done")
+
+    settled = await settle_sessions_on_startup(db, at(500))
+
+    assert settled == SessionSettlement(
+        idle=sorted(s for s, e in expected.items() if e["state"] == IDLE),
+        waiting=sorted(s for s, e in expected.items() if e["state"] == WAITING_FOR_INPUT),
+    )
+    rows = await session_rows(db)
+    for session_id, outcome in expected.items():
+        assert rows[session_id]["state"] == outcome["state"], session_id
+        assert rows[session_id]["updated_at"] == at(500)
+        if outcome["pending_id"]:
+            # Detached, still pending and answerable: the session's open question.
+            for row in await bundle(db, outcome["pending_id"]):
+                assert row.metadata.get(kinds.STATUS_KEY, kinds.PENDING) == kinds.PENDING
+                assert row.metadata[kinds.AGENT_DISCONNECTED_KEY] is True
+                assert row.updated_at == at(500)
+            assert await active_ids(db, session_id)
+        else:
+            assert await active_ids(db, session_id) == []
+        if outcome["old_pending_id"]:  # not on the current turn: left as it was
+            for row in await bundle(db, outcome["old_pending_id"]):
+                assert kinds.AGENT_DISCONNECTED_KEY not in row.metadata
+    assert await open_turns(db) == {"idle", "done"}
+    assert (rows["idle"]["state"], rows["done"]["state"]) == (IDLE, COMPLETED)
+    for row in await bundle(db, "idle-p"):
+        assert kinds.AGENT_DISCONNECTED_KEY not in row.metadata
+
+    # A second start leaves every state as it is (a waiting session keeps waiting).
+    again = await settle_sessions_on_startup(db, at(600))
+    assert again == SessionSettlement(idle=[], waiting=settled.waiting)
+    assert {s: r["state"] for s, r in (await session_rows(db)).items()} == {
+        s: r["state"] for s, r in rows.items()
+    }
+
+
+@contextmanager
+def counting_statements(db: Database) -> Iterator[list[str]]:
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", count)
+
+
+async def recovery_statements(services: Services, count: int, prefix: str) -> list[str]:
+    expected = await seed_sessions(services.db, count, prefix)
+    with counting_statements(services.db) as statements:
+        await services.recover()
+    rows = await session_rows(services.db)
+    assert {s: rows[s]["state"] for s in expected} == {s: e["state"] for s, e in expected.items()}
+    return statements
+
+
+async def test_recovery_runs_the_same_statements_for_1_and_50_sessions(
+    services: Services,
+) -> None:
+    one = await recovery_statements(services, 1, "a")
+    fifty = await recovery_statements(services, 50, "b")
+
+    assert len(fifty) == len(one), "\n".join(fifty)
+    assert len(one) <= 20
