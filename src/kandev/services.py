@@ -216,6 +216,8 @@ def build_services(
     hooks.session_ended.append(clarifications.expire_session)
     hooks.session_ended.append(permissions.expire_session)
     hooks.session_ended.append(moves.on_session_ended)
+    # Its agent token was revoked in the ending transaction; no principal of it stays cached.
+    hooks.session_ended.append(agent_tokens.forget_session)
     tasks = TaskService(
         db,
         clock,

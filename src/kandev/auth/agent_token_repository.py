@@ -41,10 +41,12 @@ async def resolve_agent_token(conn: AsyncConnection, token_sha256: str) -> RowMa
     return (await conn.execute(query)).mappings().first()
 
 
-async def revoke_session_tokens(conn: AsyncConnection, session_id: str, now: datetime) -> int:
+async def revoke_session_tokens(conn: AsyncConnection, session_id: str, now: datetime) -> list[str]:
+    """Revoke the session's live tokens; their SHA-256 digests."""
     result = await conn.execute(
         update(agent_tokens)
         .where(agent_tokens.c.session_id == session_id, agent_tokens.c.revoked_at.is_(None))
         .values(revoked_at=now)
+        .returning(agent_tokens.c.token_sha256)
     )
-    return result.rowcount
+    return list(result.scalars().all())
