@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import event, select
 
+from kandev.agents import process_repository
+from kandev.agents.process_repository import ProcessRecord
 from kandev.catalog import messages as kinds
 from kandev.catalog.states import (
     COMPLETED,
@@ -132,10 +134,20 @@ def counting_statements(db: Database) -> Iterator[list[str]]:
 
 async def recovery_statements(services: Services, count: int, prefix: str) -> list[str]:
     expected = await seed_sessions(services.db, count, prefix)
+    async with services.db.write() as conn:
+        for session_id in expected:
+            # The record of each session's agent; of another boot, so nothing is killed.
+            await process_repository.replace_record(
+                conn,
+                ProcessRecord(session_id, pid=1, pgid=1, start_ticks=1, boot_id="other-boot"),
+                at(0),
+            )
     with counting_statements(services.db) as statements:
         await services.recover()
     rows = await session_rows(services.db)
     assert {s: rows[s]["state"] for s in expected} == {s: e["state"] for s, e in expected.items()}
+    async with services.db.read() as conn:
+        assert await process_repository.list_records(conn) == []
     return statements
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.db.tables import agent_processes
@@ -57,6 +57,27 @@ async def delete_record(conn: AsyncConnection, record: ProcessRecord) -> None:
             agent_processes.c.pid == record.pid,
             agent_processes.c.start_ticks == record.start_ticks,
         )
+    )
+
+
+async def delete_records(conn: AsyncConnection, records: list[ProcessRecord]) -> None:
+    """Forget these exact processes: one statement run for all of them (executemany)."""
+    if not records:
+        return
+    await conn.execute(
+        delete(agent_processes).where(
+            agent_processes.c.session_id == bindparam("record_session_id"),
+            agent_processes.c.pid == bindparam("record_pid"),
+            agent_processes.c.start_ticks == bindparam("record_start_ticks"),
+        ),
+        [
+            {
+                "record_session_id": r.session_id,
+                "record_pid": r.pid,
+                "record_start_ticks": r.start_ticks,
+            }
+            for r in records
+        ],
     )
 
 

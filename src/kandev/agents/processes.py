@@ -201,6 +201,5 @@ class AgentProcessLedger:
             if left:
                 log.error("agent processes still running after SIGKILL: %s", left)
         async with self.db.write() as conn:
-            for record in records:
-                await process_repository.delete_record(conn, record)
+            await process_repository.delete_records(conn, records)
         return killed
