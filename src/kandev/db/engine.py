@@ -117,7 +117,7 @@ class Database:
             if self.is_sqlite:
                 if self._write_lock is None:
                     self._write_lock = asyncio.Lock()
-                await self._queue(self._write_lock.acquire(), self._write_lock.locked())
+                await self._queue(self._write_lock.acquire())
                 slot_token = _slot_task.set(task)  # reads inside the write take no slot
                 try:
                     with _locked_elsewhere_is_busy():
@@ -145,7 +145,7 @@ class Database:
             return
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.pool_size)
-        await self._queue(self._slots.acquire(), self._slots.locked())
+        await self._queue(self._slots.acquire())
         token = _slot_task.set(task)
         try:
             yield
@@ -153,11 +153,9 @@ class Database:
             _slot_task.reset(token)
             self._slots.release()
 
-    async def _queue(self, acquire: Any, contended: bool) -> None:
-        """Await `acquire` (a lock or semaphore's), at most `queue_timeout` when it waits."""
-        if not contended:
-            await acquire  # free: no timer to set up
-            return
+    async def _queue(self, acquire: Any) -> None:
+        """Await `acquire` (a lock's or semaphore's: first come, first served), for at most
+        `queue_timeout` seconds."""
         try:
             async with asyncio.timeout(self.queue_timeout):
                 await acquire
