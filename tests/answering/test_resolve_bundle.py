@@ -237,8 +237,9 @@ async def test_scoped_access_and_the_empty_task_id_rule(services: Services) -> N
 
 
 def test_there_is_one_claim_mechanism() -> None:
-    """P1, structurally: no resolutions table, and the claim's transient status is written
-    only by the claim module (the resolver delegates); the catalogue only names it."""
+    """P1, structurally: no resolutions table, and no module writes a transient claim
+    status (the claim moves rows straight to their outcome in its one statement); the
+    catalogue only names the legacy `responding` status the reads still recognize."""
     assert "clarification_resolutions" not in schema.tables
     src = Path(__file__).resolve().parents[2] / "src" / "kandev"
     migrations = " ".join(p.read_text() for p in (src / "db" / "migrations").rglob("*.py"))
@@ -248,6 +249,6 @@ def test_there_is_one_claim_mechanism() -> None:
         for p in src.rglob("*.py")
         if "RESPONDING" in p.read_text() or '"responding"' in p.read_text()
     ]
-    assert writers == ["catalog/messages.py", "clarification/claims.py"]
+    assert writers == ["catalog/messages.py"]
     resolver = (src / "clarification" / "answering.py").read_text()
     assert "claim_active_bundle(" in resolver and "update(" not in resolver

@@ -776,6 +776,34 @@ async def test_pg_terminal_session_write_waits_for_a_claim_in_progress(db: Datab
         assert await claims.expire_active_bundles(conn, db, "s1", at(200)) == []
 
 
+async def test_pg_claim_takes_the_turn_lock_before_the_session_row(db: Database) -> None:
+    """The claim's one lock statement (advisory lock in its select list, FOR UPDATE) must
+    take the turn lock first, as writers that take them one after the other do: while it
+    waits for the turn lock it holds no row lock (else the two orders could deadlock)."""
+    if not db.is_postgres:
+        pytest.skip("PostgreSQL lock order; SQLite serializes whole write transactions")
+    await one_session_bundle(db)
+    results: list[list[Message] | None] = []
+
+    async def claimer() -> None:
+        results.append(await claim(db, "p1"))
+
+    async with anyio.create_task_group() as group, db.write() as turn_holder:
+        await turn_holder.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": "task-session-turn:s1"},
+        )
+        group.start_soon(claimer)
+        await wait_for_lock_waiter(db)
+        # The claim waits on the turn lock: the session row is free (NOWAIT would fail).
+        async with db.engine.connect() as other, other.begin():
+            locked = await other.execute(
+                text("SELECT id FROM task_sessions WHERE id = 's1' FOR UPDATE NOWAIT")
+            )
+            assert locked.scalar_one() == "s1"
+    assert results and results[0] is not None  # it claimed once the turn lock was free
+
+
 async def test_reservation_needs_its_recovery_identity(db: Database) -> None:
     await one_session_bundle(db)
     for pending_id, turn_id, ids in (("", "turn-1", ["m"]), ("p1", "", ["m"]), ("p1", "t", [])):

@@ -54,6 +54,14 @@ class BoardAccess:
             raise NotFound(TASK_NOT_FOUND)
         return task
 
+    async def authorize_task_workspace(
+        self, conn: AsyncConnection, workspace_id: str | None
+    ) -> None:
+        """`authorize_task` for a caller that read the task's workspace id with its own rows
+        (None: the task does not exist)."""
+        if workspace_id is None or not await self.workspace_id_visible(conn, workspace_id):
+            raise NotFound(TASK_NOT_FOUND)
+
     async def authorize_task_write(self, conn: AsyncConnection, task_id: str) -> Task:
         """Write access; today equal to visibility, kept apart so roles can narrow it."""
         return await self.authorize_task(conn, task_id)

@@ -25,6 +25,7 @@ from kandev.clarification.texts import human_answer_text
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import Conflict
+from kandev.events.publisher import PendingEvents
 from kandev.faults import fault_point
 from kandev.ids import IdFactory
 from kandev.log_fields import log_event
@@ -70,6 +71,7 @@ class ResolveBundle:
         """
         bundle = await self.reader.authorized_bundle(pending_id)
         outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
+        events = PendingEvents(self.recorder.bus)
         async with self.db.write() as conn:
             claimed = await claim_active_bundle(
                 conn,
@@ -79,10 +81,12 @@ class ResolveBundle:
                 outcome.responses(),
                 self.clock.now(),
                 reject_reason=outcome.reject_reason if outcome.rejected else "",
+                session_ids=sorted({m.session_id for m in bundle.messages}),
             )
-            answer = None
             if claimed is not None:
                 answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
+                view = await self.recorder.view(conn, bundle.session_id)
+                self.recorder.message_events(events, view, [answer], added=True)
         if claimed is None:
             return await self._loser(pending_id)
         log_event(
@@ -95,8 +99,7 @@ class ResolveBundle:
             status=outcome.status,
             via=via or None,
         )
-        if answer is not None:
-            await self.recorder.publish_messages([answer], added=True)
+        events.publish()
         fault_point("after_claim")
         response = ClarificationResponse(
             pending_id=pending_id,

@@ -32,6 +32,7 @@ from kandev.clarification.predicates import (
     on_current_turn,
 )
 from kandev.db.tables import task_session_messages as messages
+from kandev.db.tables import tasks
 from kandev.sessions.models import Message
 
 _ORDER = (messages.c.created_at, messages.c.id)
@@ -114,6 +115,26 @@ async def insert_bundle(
 async def find_bundle_messages(conn: AsyncConnection, pending_id: str) -> list[Message]:
     """Every row of the bundle, whatever its state."""
     return await select_messages(conn, select(messages).where(of_bundle(pending_id)))
+
+
+async def find_bundle_with_tasks(
+    conn: AsyncConnection, pending_id: str
+) -> tuple[list[Message], dict[str, str | None]]:
+    """`find_bundle_messages`, with the workspace of each task its rows name (None: the task
+    row is gone) read by the same statement, for authorizing the bundle without another."""
+    query = (
+        select(messages, tasks.c.id.label("task_row_id"), tasks.c.workspace_id.label("task_ws"))
+        .select_from(messages.outerjoin(tasks, tasks.c.id == messages.c.task_id))
+        .where(of_bundle(pending_id))
+        .order_by(*_ORDER)
+    )
+    found: list[Message] = []
+    workspaces: dict[str, str | None] = {}
+    for row in (await conn.execute(query)).mappings():
+        found.append(Message.from_row(row))
+        if row["task_id"]:
+            workspaces[row["task_id"]] = row["task_ws"] if row["task_row_id"] else None
+    return found, workspaces
 
 
 async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[Message]:

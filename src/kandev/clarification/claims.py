@@ -14,11 +14,26 @@ transient `responding` status is never left behind.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, not_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    and_,
+    case,
+    exists,
+    func,
+    literal,
+    not_,
+    null,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.messages import (
@@ -35,12 +50,11 @@ from kandev.catalog.messages import (
     PENDING_ID_KEY,
     QUESTION_ID_KEY,
     REJECT_REASON_KEY,
-    RESPONDING,
     RESPONSE_KEY,
     STATUS_KEY,
     VIA_TOOL_CALL,
 )
-from kandev.clarification.bundles import find_delivery_intent_messages, select_messages
+from kandev.clarification.bundles import select_messages
 from kandev.clarification.predicates import (
     delivery_pending,
     is_pending,
@@ -56,7 +70,7 @@ from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
 from kandev.sessions.models import Message
-from kandev.sessions.turns import lock_session_turns
+from kandev.sessions.turns import lock_session_turn_and_row, lock_session_turns
 
 
 class ClarificationStateError(KandevError):
@@ -90,22 +104,40 @@ def _expect_all(written: list[Message], ids: Iterable[str], what: str) -> None:
         raise ClarificationStateError(f"clarification message {missing[0]} {what}")
 
 
-async def _lock_bundle(conn: AsyncConnection, db: Database, pending_id: str) -> None:
+async def lock_bundle(
+    conn: AsyncConnection,
+    db: Database,
+    pending_id: str,
+    session_ids: Sequence[str] | None = None,
+) -> None:
     """PostgreSQL: the turn lock of every session the bundle touches, then those session
-    rows FOR UPDATE, so a concurrent terminal-state write is either before or after us."""
+    rows FOR UPDATE, so a concurrent terminal-state write is either before or after us.
+
+    `session_ids`: the bundle's sessions when the caller already read its rows (a row's
+    session never changes), which saves looking them up; one session takes both locks in
+    one statement."""
     if not db.is_postgres:
         return
-    session_ids = sorted(
-        (await conn.execute(select(messages.c.session_id).distinct().where(of_bundle(pending_id))))
-        .scalars()
-        .all()
-    )
-    if not session_ids:
+    if session_ids is None:
+        session_ids = (
+            (
+                await conn.execute(
+                    select(messages.c.session_id).distinct().where(of_bundle(pending_id))
+                )
+            )
+            .scalars()
+            .all()
+        )
+    ids = sorted(set(session_ids))
+    if not ids:
         return
-    await lock_session_turns(conn, db, session_ids)
+    if len(ids) == 1:
+        await lock_session_turn_and_row(conn, db, ids[0])
+        return
+    await lock_session_turns(conn, db, ids)
     await conn.execute(
         select(sessions.c.id)
-        .where(sessions.c.id.in_(session_ids))
+        .where(sessions.c.id.in_(ids))
         .order_by(sessions.c.id)
         .with_for_update()
     )
@@ -122,6 +154,8 @@ async def claim_active_bundle(
     responses: dict[str, dict[str, Any]] | None,
     now: datetime,
     reject_reason: str = "",
+    *,
+    session_ids: Sequence[str] | None = None,
 ) -> list[Message] | None:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
@@ -129,68 +163,92 @@ async def claim_active_bundle(
     moves the rows, the others (and any caller of a superseded, ended or malformed bundle)
     get None with nothing written. The claimed rows then carry `status` and the delivery
     intent (`response_delivery_pending`), plus `response` (responses[question_id]) when
-    answered, or `reject_reason` when rejected (a resume after a restart quotes it).
+    answered, or `reject_reason` when rejected (a resume after a restart quotes it) — all
+    written by that one statement: each row picks its own response by its question_id,
+    and a bundle with a pending row the claim could not complete (no question_id, no
+    response for it) is not claimed at all, so nothing half-claimed is ever written.
+    Such a bundle raises ClarificationStateError (found by one more read, only then).
     """
     _check_terminal(status)
-    await _lock_bundle(conn, db, pending_id)
-    async with conn.begin_nested():
-        claimed = _rows(
-            await conn.execute(
-                update(messages)
-                .where(
-                    of_bundle(pending_id),
-                    is_pending(),
-                    session_is_live(),
-                    on_current_turn(),
-                    well_formed(pending_id),
-                )
-                .values(
-                    metadata=json_set_keys(messages.c.metadata, {STATUS_KEY: RESPONDING}),
-                    updated_at=now,
-                )
-                .returning(*messages.c)
-            )
-        )
-        if not claimed:
-            return None
-        out = [
-            await _write_claim(conn, row, status, responses, now, reject_reason)
-            for row in claimed  # question order: the order the reference writes them in
-        ]
-    return out
-
-
-async def _write_claim(
-    conn: AsyncConnection,
-    row: Message,
-    status: str,
-    responses: dict[str, dict[str, Any]] | None,
-    now: datetime,
-    reject_reason: str,
-) -> Message:
-    question_id = row.metadata.get(QUESTION_ID_KEY)
-    if not isinstance(question_id, str) or not question_id:
-        raise ClarificationStateError(f"clarification message {row.id} is missing question_id")
+    await lock_bundle(conn, db, pending_id, session_ids)
     changes: dict[str, Any] = {STATUS_KEY: status, DELIVERY_PENDING_KEY: True}
     if status == ANSWERED:
-        if responses is None or question_id not in responses:
-            raise ClarificationStateError(
-                f"missing response for clarification question {question_id}"
-            )
-        changes[RESPONSE_KEY] = responses[question_id]
+        changes[RESPONSE_KEY] = _response_of_row(responses or {})
     elif reject_reason:
         changes[REJECT_REASON_KEY] = reject_reason
-    written = _rows(
+    claimable = (
+        of_bundle(pending_id),
+        is_pending(),
+        session_is_live(),
+        on_current_turn(),
+        well_formed(pending_id),
+    )
+    claimed = _rows(
         await conn.execute(
             update(messages)
-            .where(messages.c.id == row.id, meta(STATUS_KEY) == RESPONDING)
+            .where(*claimable, _completable(pending_id, status, responses))
             .values(metadata=json_set_keys(messages.c.metadata, changes), updated_at=now)
             .returning(*messages.c)
         )
     )
-    if len(written) != 1:
-        raise ClarificationStateError(f"clarification message {row.id} lost its claim")
-    return written[0]
+    if claimed:
+        return claimed
+    await _raise_if_incomplete(conn, claimable, status, responses)
+    return None
+
+
+def _response_of_row(responses: dict[str, dict[str, Any]]) -> ColumnElement[Any]:
+    """Each row's response as JSON text, chosen by its own question_id (NULL: none)."""
+    if not responses:
+        return null()
+    return case(
+        {qid: literal(json.dumps(r), Text()) for qid, r in responses.items()},
+        value=meta(QUESTION_ID_KEY),
+        else_=null(),
+    )
+
+
+def _incomplete(status: str, responses: dict[str, dict[str, Any]] | None, table: Any) -> Any:
+    """A pending row this claim could not complete: no question_id, or (answered) no
+    response for its question."""
+    question_id = func.coalesce(meta(QUESTION_ID_KEY, table), "")
+    missing = question_id == ""
+    if status == ANSWERED:
+        answered = sorted(responses or {})
+        missing = or_(missing, question_id.not_in(answered) if answered else true())
+    return missing
+
+
+def _completable(
+    pending_id: str, status: str, responses: dict[str, dict[str, Any]] | None
+) -> ColumnElement[bool]:
+    sibling = messages.alias("claimed_sibling")
+    return not_(
+        exists().where(
+            of_bundle(pending_id, sibling),
+            is_pending(sibling),
+            _incomplete(status, responses, sibling),
+        )
+    )
+
+
+async def _raise_if_incomplete(
+    conn: AsyncConnection,
+    claimable: tuple[ColumnElement[bool], ...],
+    status: str,
+    responses: dict[str, dict[str, Any]] | None,
+) -> None:
+    """Nothing was claimed: a claimable bundle that failed only for an incomplete row is a
+    state error (the rows contradict the claim), not a lost race."""
+    rows = await select_messages(conn, select(messages).where(*claimable))
+    for row in rows:
+        question_id = row.metadata.get(QUESTION_ID_KEY)
+        if not isinstance(question_id, str) or not question_id:
+            raise ClarificationStateError(f"clarification message {row.id} is missing question_id")
+        if status == ANSWERED and (responses is None or question_id not in responses):
+            raise ClarificationStateError(
+                f"missing response for clarification question {question_id}"
+            )
 
 
 async def finalize_delivery(
@@ -200,24 +258,45 @@ async def finalize_delivery(
     terminal: str,
     claimed_ids: list[str],
     via: str = VIA_TOOL_CALL,
+    *,
+    session_ids: Sequence[str] | None = None,
+    locked: bool = False,
 ) -> list[Message] | None:
     """The delivered mark: clear the delivery intent once the answer was handed over (§3.3),
     recording how (`response_delivered_via`).
 
     None unless the rows still carrying the intent are exactly `claimed_ids`, all with
-    status `terminal`. `updated_at` is left alone: it stays the claim's time, the
-    "responded_at" every caller sees.
+    status `terminal` — decided by the one guarded UPDATE, all or nothing. `updated_at` is
+    left alone: it stays the claim's time, the "responded_at" every caller sees.
+    `locked`: the caller already holds the bundle's session locks (PostgreSQL).
     """
     _check_terminal(terminal)
     if via not in DELIVERY_VIAS:
         raise ValueError(f"invalid clarification delivery {via!r}")
     check_claimed_ids(claimed_ids)
-    await _lock_bundle(conn, db, pending_id)
-    carrying = await find_delivery_intent_messages(conn, pending_id)
-    if {m.id for m in carrying} != set(claimed_ids) or any(
-        m.metadata.get(STATUS_KEY) != terminal for m in carrying
-    ):
-        return None
+    if not locked:
+        await lock_bundle(conn, db, pending_id, session_ids)
+    carrying = messages.alias("carrying")
+    exactly_the_claim = and_(
+        # no other row of the bundle carries the intent, and none of it with another status
+        not_(
+            exists().where(
+                of_bundle(pending_id, carrying),
+                delivery_pending(carrying),
+                or_(carrying.c.id.not_in(claimed_ids), meta(STATUS_KEY, carrying) != terminal),
+            )
+        ),
+        # every claimed row still carries it
+        select(func.count())
+        .select_from(carrying)
+        .where(
+            carrying.c.id.in_(claimed_ids),
+            of_bundle(pending_id, carrying),
+            delivery_pending(carrying),
+        )
+        .scalar_subquery()
+        == len(set(claimed_ids)),
+    )
     written = _rows(
         await conn.execute(
             update(messages)
@@ -226,6 +305,7 @@ async def finalize_delivery(
                 of_bundle(pending_id),
                 meta(STATUS_KEY) == terminal,
                 delivery_pending(),
+                exactly_the_claim,
             )
             .values(
                 metadata=json_set_keys(
@@ -236,6 +316,8 @@ async def finalize_delivery(
             .returning(*messages.c)
         )
     )
+    if not written:
+        return None
     _expect_all(written, claimed_ids, "lost its delivery intent")
     return written
 
@@ -256,7 +338,7 @@ async def restore_active_bundle(
     """
     _check_terminal(terminal)
     check_claimed_ids(claimed_ids)
-    await _lock_bundle(conn, db, pending_id)
+    await lock_bundle(conn, db, pending_id)
     guard = (
         of_bundle(pending_id),
         meta(STATUS_KEY) == terminal,
@@ -356,7 +438,7 @@ async def cancel_bundle(
     Not a claim and not turn-guarded (the caller requires a live waiter), but it never
     overwrites a row that already has an outcome. Returns the rows changed.
     """
-    await _lock_bundle(conn, db, pending_id)
+    await lock_bundle(conn, db, pending_id)
     return _rows(
         await conn.execute(
             update(messages)

@@ -12,8 +12,7 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog import messages as kinds
-from kandev.clarification.bundles import find_active_messages
-from kandev.clarification.claims import finalize_delivery, restore_active_bundle
+from kandev.clarification.claims import finalize_delivery, lock_bundle, restore_active_bundle
 from kandev.clarification.resume import BundleResumeReservation
 from kandev.clarification.store import (
     AlreadyResponded,
@@ -29,7 +28,9 @@ from kandev.clarification.texts import resume_prompt
 from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.errors import KandevError
+from kandev.events.publisher import PendingEvents
 from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
 from kandev.sessions.turn_hooks import DispatchRejected, PromptNotSent, ResumeReservation
@@ -39,6 +40,10 @@ class DeliveryFailed(KandevError):
     """The answer was claimed but could not be handed over; the bundle was restored."""
 
     code = "INTERNAL_ERROR"
+
+
+class _NotFinalized(Exception):
+    """The delivered mark found the rows changed: roll its transaction back."""
 
 
 class AgentTurns(Protocol):
@@ -154,19 +159,32 @@ class AnswerDelivery:
     async def finalize_live(self, bundle: Bundle, status: str, claimed_ids: list[str]) -> None:
         """The delivered mark of an answer the waiting agent got, with its session back to
         RUNNING, in one transaction."""
+        session_ids = sorted({m.session_id for m in bundle.messages})
 
-        async def delivered(conn: AsyncConnection) -> list[Message] | None:
-            return await finalize_delivery(
-                conn, self.db, bundle.pending_id, status, claimed_ids, kinds.VIA_TOOL_CALL
+        async def lock(conn: AsyncConnection) -> None:
+            await lock_bundle(conn, self.db, bundle.pending_id, session_ids)
+
+        async def delivered(
+            conn: AsyncConnection, view: SessionsView, events: PendingEvents
+        ) -> list[Message]:
+            rows = await finalize_delivery(
+                conn,
+                self.db,
+                bundle.pending_id,
+                status,
+                claimed_ids,
+                kinds.VIA_TOOL_CALL,
+                locked=True,
             )
+            if rows is None:
+                raise _NotFinalized()
+            self.recorder.message_events(events, view, rows)
+            return rows
 
-        async def still_waiting(conn: AsyncConnection) -> bool:
-            return bool(await find_active_messages(conn, bundle.session_id))
-
-        rows = await self.recorder.mark_answered_live(bundle.session_id, delivered, still_waiting)
-        if rows is None:
-            raise DeliveryFailed("clarification delivery state could not be finalized")
-        await self.recorder.publish_messages(rows)
+        try:
+            await self.recorder.settle_answered_live(bundle.session_id, delivered, lock)
+        except _NotFinalized:
+            raise DeliveryFailed("clarification delivery state could not be finalized") from None
 
     async def finalize(
         self, pending_id: str, status: str, claimed_ids: list[str], via: str

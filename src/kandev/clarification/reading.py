@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kandev.auth.identity import caller_scope
-from kandev.clarification.bundles import find_bundle_messages
+from kandev.clarification.bundles import find_bundle_with_tasks
 from kandev.clarification.listing import list_pending_questions
 from kandev.clarification.stored_bundle import Bundle
 from kandev.clock import Clock
@@ -27,7 +27,7 @@ class BundleReader:
     async def authorized_bundle(self, pending_id: str) -> Bundle:
         """The bundle, if it exists and its task is visible; else the same 404 for both."""
         async with self.db.read() as conn:
-            rows = await find_bundle_messages(conn, pending_id)
+            rows, task_workspaces = await find_bundle_with_tasks(conn, pending_id)
             if not rows:
                 raise NotFound(BUNDLE_NOT_FOUND)
             bundle = Bundle.from_messages(pending_id, rows)
@@ -39,7 +39,10 @@ class BundleReader:
                     raise NotFound(BUNDLE_NOT_FOUND)
                 return bundle
             try:
-                await self.access.authorize_task(conn, task_id)
+                if task_id in task_workspaces:  # read along with the rows
+                    await self.access.authorize_task_workspace(conn, task_workspaces[task_id])
+                else:
+                    await self.access.authorize_task(conn, task_id)
             except NotFound:
                 raise NotFound(BUNDLE_NOT_FOUND) from None
         return bundle

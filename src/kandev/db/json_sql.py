@@ -60,11 +60,15 @@ class json_set_keys(FunctionElement[Any]):
     name = "json_set_keys"
 
     def __init__(self, column: ColumnElement[Any], values: dict[str, Any]) -> None:
+        """A value is any JSON-able object, or a SQL expression giving JSON text (e.g. a
+        CASE choosing each row's own value in one UPDATE)."""
         if not values:
             raise ValueError("json_set_keys needs at least one key")
         clauses: list[ColumnElement[Any]] = [column]
         for key, value in values.items():
-            clauses += [_key(key), literal(json.dumps(value), Text())]
+            if not isinstance(value, ColumnElement):
+                value = literal(json.dumps(value), Text())
+            clauses += [_key(key), value]
         super().__init__(*clauses)
 
 

@@ -473,12 +473,15 @@ class SessionRecorder:
         self,
         session_id: str,
         delivered: Callable[[AsyncConnection, SessionsView, PendingEvents], Awaitable[T]],
+        lock: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> T:
         """An answer reached its blocked agent: `delivered` writes the delivered mark (and
         its events) and the session goes back to RUNNING (task IN_PROGRESS) — unless a
         question is still open on the turn — all in one transaction, described by one read.
-        `delivered` raising rolls everything back."""
+        `lock` (PostgreSQL row locks) runs first; `delivered` raising rolls everything back."""
         async with self._write() as (conn, events):
+            if lock is not None:
+                await lock(conn)
             view = await self.view(conn, session_id)
             done = await delivered(conn, view, events)
             session = view.session(session_id)

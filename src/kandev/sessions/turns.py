@@ -73,3 +73,19 @@ async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: l
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
             {"key": f"task-session-turn:{session_id}"},
         )
+
+
+async def lock_session_turn_and_row(conn: AsyncConnection, db: Database, session_id: str) -> None:
+    """PostgreSQL: the session's turn lock, then its row FOR UPDATE, in one statement (the
+    claim family's lock). The advisory lock is taken while the row is read, before the row
+    lock, so the order is the same as `lock_session_turns` followed by a FOR UPDATE (no
+    deadlock with writers that take them one after the other); tests/db proves the order."""
+    if not db.is_postgres:
+        return
+    await conn.execute(
+        text(
+            "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)) "
+            "FROM task_sessions WHERE id = :session_id FOR UPDATE"
+        ),
+        {"key": f"task-session-turn:{session_id}", "session_id": session_id},
+    )
