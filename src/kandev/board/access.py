@@ -3,6 +3,7 @@ scoping rules of kandev.access.rules. Runs inside the caller's transaction."""
 
 from __future__ import annotations
 
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.rules import (
@@ -54,12 +55,16 @@ class BoardAccess:
             raise NotFound(TASK_NOT_FOUND)
         return task
 
-    async def authorize_task_workspace(
-        self, conn: AsyncConnection, workspace_id: str | None
-    ) -> None:
-        """`authorize_task` for a caller that read the task's workspace id with its own rows
-        (None: the task does not exist)."""
-        if workspace_id is None or not await self.workspace_id_visible(conn, workspace_id):
+    @staticmethod
+    def authorize_task_row(row: RowMapping) -> None:
+        """`authorize_task` for a row read with `task_repository.with_task_owner`'s columns:
+        the same rule (a missing task is not found; a task without a workspace, or with a
+        dangling one, is visible; otherwise the owner rule), no statement of its own."""
+        if row[task_repository.TASK_FOUND] is None:
+            raise NotFound(TASK_NOT_FOUND)
+        if row[task_repository.WORKSPACE_FOUND] is None:
+            return
+        if not owner_visible_to(row[task_repository.WORKSPACE_OWNER], scope()):
             raise NotFound(TASK_NOT_FOUND)
 
     async def authorize_task_write(self, conn: AsyncConnection, task_id: str) -> Task:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, FromClause, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.sql import hangs_off_visible_workspace
 from kandev.board.models import Task
-from kandev.db.tables import task_file_reviews, task_review_snapshots, tasks, workflows
+from kandev.db.tables import task_file_reviews, task_review_snapshots, tasks, workflows, workspaces
 
 
 async def insert_task(conn: AsyncConnection, values: dict[str, Any]) -> Task:
@@ -141,3 +141,25 @@ async def count_tasks(
         where.append(tasks.c.workflow_step_id == workflow_step_id)
     stmt = select(func.count()).select_from(tasks).where(*where)
     return int((await conn.execute(stmt)).scalar_one())
+
+
+# --- a task's owner read along with rows that name the task ------------------------------
+
+TASK_FOUND = "task_row_id"
+WORKSPACE_FOUND = "task_workspace_row_id"
+WORKSPACE_OWNER = "task_workspace_owner_id"
+
+
+def with_task_owner(from_: FromClause, task_id: ColumnElement[Any]) -> tuple[FromClause, list[Any]]:
+    """`from_` outer-joined to the task `task_id` names and its workspace, and the columns
+    that let the access rules decide the task's visibility from the same row
+    (BoardAccess.authorize_task_row): no second statement to authorize."""
+    joined = from_.outerjoin(tasks, tasks.c.id == task_id).outerjoin(
+        workspaces, workspaces.c.id == tasks.c.workspace_id
+    )
+    columns = [
+        tasks.c.id.label(TASK_FOUND),
+        workspaces.c.id.label(WORKSPACE_FOUND),
+        workspaces.c.owner_id.label(WORKSPACE_OWNER),
+    ]
+    return joined, columns

@@ -12,8 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, insert, select
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.board.task_repository import with_task_owner
 from kandev.catalog.messages import (
     CLARIFICATION_TYPE,
     CONTEXT_KEY,
@@ -32,7 +34,6 @@ from kandev.clarification.predicates import (
     on_current_turn,
 )
 from kandev.db.tables import task_session_messages as messages
-from kandev.db.tables import tasks
 from kandev.sessions.models import Message
 
 _ORDER = (messages.c.created_at, messages.c.id)
@@ -117,24 +118,20 @@ async def find_bundle_messages(conn: AsyncConnection, pending_id: str) -> list[M
     return await select_messages(conn, select(messages).where(of_bundle(pending_id)))
 
 
-async def find_bundle_with_tasks(
+async def find_bundle_authorizable(
     conn: AsyncConnection, pending_id: str
-) -> tuple[list[Message], dict[str, str | None]]:
-    """`find_bundle_messages`, with the workspace of each task its rows name (None: the task
-    row is gone) read by the same statement, for authorizing the bundle without another."""
-    query = (
-        select(messages, tasks.c.id.label("task_row_id"), tasks.c.workspace_id.label("task_ws"))
-        .select_from(messages.outerjoin(tasks, tasks.c.id == messages.c.task_id))
-        .where(of_bundle(pending_id))
-        .order_by(*_ORDER)
-    )
+) -> tuple[list[Message], dict[str, RowMapping]]:
+    """`find_bundle_messages`, with the row the access rules authorize each named task from
+    (board.task_repository.with_task_owner), read by the same statement."""
+    joined, owner_columns = with_task_owner(messages, messages.c.task_id)
+    query = select(messages, *owner_columns).select_from(joined).where(of_bundle(pending_id))
     found: list[Message] = []
-    workspaces: dict[str, str | None] = {}
-    for row in (await conn.execute(query)).mappings():
+    tasks_by_id: dict[str, RowMapping] = {}
+    for row in (await conn.execute(query.order_by(*_ORDER))).mappings():
         found.append(Message.from_row(row))
         if row["task_id"]:
-            workspaces[row["task_id"]] = row["task_ws"] if row["task_row_id"] else None
-    return found, workspaces
+            tasks_by_id[row["task_id"]] = row
+    return found, tasks_by_id
 
 
 async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[Message]:

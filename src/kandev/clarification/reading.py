@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kandev.auth.identity import caller_scope
-from kandev.clarification.bundles import find_bundle_with_tasks
+from kandev.clarification.bundles import find_bundle_authorizable
 from kandev.clarification.listing import list_pending_questions
 from kandev.clarification.stored_bundle import Bundle
 from kandev.clock import Clock
@@ -27,7 +27,7 @@ class BundleReader:
     async def authorized_bundle(self, pending_id: str) -> Bundle:
         """The bundle, if it exists and its task is visible; else the same 404 for both."""
         async with self.db.read() as conn:
-            rows, task_workspaces = await find_bundle_with_tasks(conn, pending_id)
+            rows, task_rows = await find_bundle_authorizable(conn, pending_id)
             if not rows:
                 raise NotFound(BUNDLE_NOT_FOUND)
             bundle = Bundle.from_messages(pending_id, rows)
@@ -39,8 +39,8 @@ class BundleReader:
                     raise NotFound(BUNDLE_NOT_FOUND)
                 return bundle
             try:
-                if task_id in task_workspaces:  # read along with the rows
-                    await self.access.authorize_task_workspace(conn, task_workspaces[task_id])
+                if task_id in task_rows:  # read along with the bundle's rows
+                    self.access.authorize_task_row(task_rows[task_id])
                 else:
                     await self.access.authorize_task(conn, task_id)
             except NotFound:

@@ -33,8 +33,8 @@ from kandev.clarification.list_query import _inline
 from kandev.clarification.pending_ids import task_pending_clarification_id
 from kandev.clarification.predicates import is_pending, meta
 from kandev.db.json_sql import json_key_text
+from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
 from kandev.db.tables import task_session_messages as messages
-from kandev.db.tables import task_sessions, tasks, workspaces
 from kandev.pending.projection import task_pending_action
 from kandev.sessions.models import Session
 from kandev.sessions.turns import current_turn_id_subquery
@@ -48,6 +48,7 @@ class SessionFacts:
     permission_status: str | None  # the current turn's latest permission request, if any
     permission_pending: bool  # any pending permission request of the session
     bundle: tuple[datetime, str] | None  # the oldest active bundle: (created_at, pending_id)
+    queued_prompt: bool = False  # a prompt waits in the session's queue
 
     @property
     def pending_action(self) -> str | None:
@@ -105,6 +106,10 @@ class TaskView:
     def pending_action(self, session_id: str) -> str | None:
         found = self._facts.get(session_id)
         return found.pending_action if found is not None else None
+
+    def has_queued_prompt(self, session_id: str) -> bool:
+        found = self._facts.get(session_id)
+        return found is not None and found.queued_prompt
 
     def task_json(self, task: Task) -> dict[str, Any]:
         of_task = [f for f in self._facts.values() if f.session.task_id == task.id]
@@ -185,6 +190,7 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         .order_by(func.min(messages.c.created_at), pending_id)
         .limit(1)
     )
+    queued = exists().where(queued_prompts.c.session_id == current.c.id)
     owner = (
         select(workspaces.c.owner_id)
         .select_from(tasks.join(workspaces, workspaces.c.id == tasks.c.workspace_id))
@@ -203,6 +209,7 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         .scalar_subquery()
         .label("bundle_created"),
         owner.label("owner_id"),
+        queued.label("queued_prompt"),
     ).order_by(current.c.started_at, current.c.id)
 
 
@@ -224,6 +231,7 @@ async def _read(conn: AsyncConnection, where: ColumnElement[bool]) -> TaskView:
                 permission_status=row["permission_status"],
                 permission_pending=bool(row["permission_pending"]),
                 bundle=bundle,
+                queued_prompt=bool(row["queued_prompt"]),
             )
         )
         owners[row["task_id"]] = row["owner_id"] or ""

@@ -14,13 +14,20 @@ from kandev.sessions.models import Session
 
 
 class AccessRules(BoardAccess):
-    async def authorized_session(self, conn: AsyncConnection, session_id: str) -> Session:
-        """The session row (read once), if it exists and its task is visible."""
-        session = await session_repository.get_session(conn, session_id)
-        if session is None:
+    async def authorized_session(
+        self, conn: AsyncConnection, session_id: str, *, lock_turn: bool = False
+    ) -> Session:
+        """The session row, if it exists and its task is visible (one statement reads the
+        session with its task's workspace). `lock_turn`: PostgreSQL's turn lock of the session
+        taken by that same statement (a transaction about to start a turn)."""
+        found = await session_repository.get_session_authorizable(
+            conn, session_id, lock_turn=lock_turn
+        )
+        if found is None:
             raise NotFound(SESSION_NOT_FOUND)
+        session, row = found
         try:
-            await self.authorize_task(conn, session.task_id)
+            self.authorize_task_row(row)
         except NotFound:
             raise NotFound(SESSION_NOT_FOUND) from None
         return session

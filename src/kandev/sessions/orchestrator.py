@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.agents.runtime import AgentFailed, AgentHandle, AgentLaunch, AgentRuntime, AgentUpdate
 from kandev.auth.agent_tokens import AgentTokenService
@@ -236,6 +238,38 @@ class Orchestrator:
         self._spawn(self._run_turn(session.id, turn.id, text))
         return PromptResult(session.id, turn.id, False)
 
+    async def prompt_session(
+        self,
+        session_id: str,
+        text: str,
+        author_id: str,
+        check: Callable[[AsyncConnection], Awaitable[Session]],
+    ) -> PromptResult:
+        """`submit_prompt` for a session `check` reads and authorizes inside the prompt's
+        own write transaction (one transaction per prompt). `check` raising writes nothing."""
+        fresh = session_id not in self._live
+        live = self.live(session_id)
+        try:
+            async with live.lock:
+                if live.launching or live.turn_id is not None:
+                    _, queued_id = await self.recorder.enqueue_checked(text, author_id, check)
+                    return PromptResult(session_id, None, True, queued_id)
+                session, turn, owner_id = await self.recorder.begin_checked_turn(
+                    session_id, text, author_id, check
+                )
+                # The new turn is committed: live ask calls of the old one end.
+                self._supersede(session_id)
+                if session.agent_profile_id is None:
+                    # Bring-your-own agent: the prompt is recorded; the agent reads it over MCP.
+                    return PromptResult(session_id, turn.id, False)
+                self._begin_live_turn(live, session, turn.id, owner_id)
+        except BaseException:
+            if fresh and live.handle is None and live.turn_id is None and not live.launching:
+                self._live.pop(session_id, None)  # no entry for a session nobody may prompt
+            raise
+        self._spawn(self._run_turn(session_id, turn.id, text))
+        return PromptResult(session_id, turn.id, False)
+
     @staticmethod
     def _begin_live_turn(live: LiveSession, session: Session, turn_id: str, owner_id: str) -> None:
         live.turn_id = turn_id
@@ -299,10 +333,11 @@ class Orchestrator:
             # One transaction: the turn-ending hooks, the turn's end, then a deferred move
             # lands or turn-complete automation runs (not while `waiting`); step-entry
             # prompts they queue are dispatched just below.
-            _, after = await self.recorder.finish_turn(session_id, turn_id, stop_reason, self.hooks)
-            for then in after:
+            ended = await self.recorder.finish_turn(session_id, turn_id, stop_reason, self.hooks)
+            for then in ended.after:
                 await then()
-        await self.dispatch_queued(session_id)
+        if ended.queued or ended.after:  # nothing queued and no hook acted: nothing to pop
+            await self.dispatch_queued(session_id)
 
     async def dispatch_queued(self, session_id: str) -> None:
         """Start the next queued prompt, if the session is free and has one (else it waits)."""

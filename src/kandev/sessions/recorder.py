@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -47,6 +47,13 @@ from kandev.sessions.turn_hooks import AfterCommit, TurnHooks
 from kandev.sessions.turns import lock_session_turns
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    waiting: bool  # the session waits for a human (a question is open)
+    after: list[AfterCommit]  # what the turn-ended hooks left to do after the commit
+    queued: bool  # a prompt was waiting in the session's queue
 
 
 class SessionRecorder:
@@ -218,6 +225,27 @@ class SessionRecorder:
             owner_id = await self._open_turn(conn, events, session, turn.id, text, author_id, {})
         return turn, owner_id
 
+    async def begin_checked_turn(
+        self,
+        session_id: str,
+        text: str,
+        author_id: str,
+        check: Callable[[AsyncConnection], Awaitable[Session]],
+    ) -> tuple[Session, Turn, str]:
+        """`begin_live_turn` for a session `check` reads (and authorizes) in the same
+        transaction: a prompt is one write transaction from its request on. `check` must
+        read the session with its turn lock (`AccessRules.authorized_session(lock_turn=
+        True)`: the same statement takes it on PostgreSQL). `check` raising writes nothing.
+        Returns (session, turn, the task's owner)."""
+        now = self.clock.now()
+        async with self._write() as (conn, events):
+            session = await check(conn)
+            turn = await turns_repo.insert_turn(
+                conn, id=self.new_id(), session_id=session.id, task_id=session.task_id, now=now
+            )
+            owner_id = await self._open_turn(conn, events, session, turn.id, text, author_id, {})
+        return session, turn, owner_id
+
     async def start_reserved_turn(
         self, session: Session, turn_id: str, text: str, publish_reservation: Any
     ) -> str:
@@ -278,11 +306,11 @@ class SessionRecorder:
         turn_id: str,
         stop_reason: str,
         hooks: TurnHooks | None = None,
-    ) -> tuple[bool, list[AfterCommit]]:
+    ) -> TurnEnd:
         """End a turn in one transaction: the `turn_ending` hooks (open questions detach,
         permission requests expire), the turn completed, IDLE (task REVIEW) — or
         WAITING_FOR_INPUT while a question is open — then the `turn_ended` hooks (deferred
-        moves, turn-complete automation). Returns (waiting, what to run after the commit)."""
+        moves, turn-complete automation)."""
         now = self.clock.now()
         hooks = hooks or TurnHooks()
         after: list[AfterCommit] = []
@@ -291,7 +319,7 @@ class SessionRecorder:
             view = await self.view(conn, session_id)
             session = view.session(session_id)
             if session is None:
-                return False, []
+                return TurnEnd(False, [], False)
             for ending in hooks.turn_ending:
                 waiting = await ending(conn, session_id, view, events) or waiting
             owner_id = view.owner_id(session.task_id)
@@ -320,7 +348,7 @@ class SessionRecorder:
                 then = await ended(conn, settled, stop_reason=stop_reason, waiting=waiting)
                 if then is not None:
                     after.append(then)
-        return waiting, after
+        return TurnEnd(waiting, after, view.has_queued_prompt(session_id))
 
     async def _set_task_state(
         self,
@@ -520,8 +548,19 @@ class SessionRecorder:
     # --- queue --------------------------------------------------------------------------
 
     async def enqueue_prompt(self, session: Session, text: str, queued_by: str = "") -> str:
+        async def given(_: AsyncConnection) -> Session:
+            return session
+
+        return (await self.enqueue_checked(text, queued_by, given))[1]
+
+    async def enqueue_checked(
+        self, text: str, queued_by: str, check: Callable[[AsyncConnection], Awaitable[Session]]
+    ) -> tuple[Session, str]:
+        """Queue a prompt for the session `check` reads (and authorizes) in the same
+        transaction; returns (session, queued prompt id)."""
         queued_id = self.new_id()
         async with self._write() as (conn, events):
+            session = await check(conn)
             await messages_repo.enqueue_prompt(
                 conn,
                 {
@@ -545,26 +584,8 @@ class SessionRecorder:
                 session_id=session.id,
                 owner_id=await task_owner_id(conn, session.task_id),
             )
-        return queued_id
+        return session, queued_id
 
     async def pop_prompt(self, session_id: str) -> dict[str, Any] | None:
         async with self.db.write() as conn:
             return await messages_repo.pop_next_prompt(conn, session_id)
-
-    # --- restart ------------------------------------------------------------------------
-
-    async def settle_after_restart(self, now: datetime | None = None) -> list[str]:
-        """Sessions whose agent process died with the server: open turns end, state IDLE.
-
-        The agent is relaunched (session/load when supported) on the session's next prompt.
-        """
-        now = now or self.clock.now()
-        settled: list[str] = []
-        async with self.db.write() as conn:
-            for session in await sessions_repo.list_sessions_in_states(
-                conn, (STARTING, RUNNING, WAITING_FOR_INPUT)
-            ):
-                await turns_repo.complete_open_turns(conn, session.id, now)
-                await sessions_repo.set_state_unless_terminal(conn, session.id, IDLE, now)
-                settled.append(session.id)
-        return settled

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.auth.identity import current_identity
 from kandev.board import agent_profile_repository
@@ -115,10 +117,14 @@ class SessionService(ScopedService):
             return await self.describer.sessions_json(conn, sessions)
 
     async def prompt(self, session_id: str, text: str) -> PromptResult:
-        session = await self._authorized_session(session_id)
-        if session.is_terminal:
-            raise Conflict(f"session is {session.state}; start a new session to continue")
-        return await self.orchestrator.submit_prompt(session, text, _author())
+        async def check(conn: AsyncConnection) -> Session:
+            # Inside the prompt's write transaction: authorized, live, or nothing is written.
+            session = await self.access.authorized_session(conn, session_id, lock_turn=True)
+            if session.is_terminal:
+                raise Conflict(f"session is {session.state}; start a new session to continue")
+            return session
+
+        return await self.orchestrator.prompt_session(session_id, text, _author(), check)
 
     async def cancel_turn(self, session_id: str) -> bool:
         session = await self._authorized_session(session_id)

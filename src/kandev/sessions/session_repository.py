@@ -10,9 +10,11 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.board.task_repository import with_task_owner
 from kandev.catalog.states import TERMINAL_STATES
 from kandev.db.tables import task_sessions
 from kandev.sessions.models import Session
+from kandev.sessions.turns import turn_lock_column
 
 
 async def get_session_row(conn: AsyncConnection, session_id: str) -> RowMapping | None:
@@ -21,6 +23,28 @@ async def get_session_row(conn: AsyncConnection, session_id: str) -> RowMapping 
         .mappings()
         .first()
     )
+
+
+async def get_session_authorizable(
+    conn: AsyncConnection, session_id: str, *, lock_turn: bool = False
+) -> tuple[Session, RowMapping] | None:
+    """The session, and the row the access rules authorize its task from (one statement).
+    `lock_turn`: on PostgreSQL the same statement takes the session's turn lock."""
+    joined, owner_columns = with_task_owner(task_sessions, task_sessions.c.task_id)
+    if lock_turn and conn.dialect.name == "postgresql":
+        owner_columns.append(turn_lock_column(task_sessions.c.id).label("turn_lock"))
+    row = (
+        (
+            await conn.execute(
+                select(task_sessions, *owner_columns)
+                .select_from(joined)
+                .where(task_sessions.c.id == session_id)
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return (Session.from_row(row), row) if row is not None else None
 
 
 async def get_session(conn: AsyncConnection, session_id: str) -> Session | None:

@@ -14,6 +14,8 @@ from sqlalchemy import (
     FromClause,
     ScalarSelect,
     exists,
+    func,
+    literal,
     not_,
     or_,
     select,
@@ -26,6 +28,8 @@ from kandev.db.engine import Database
 from kandev.db.json_sql import json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
+
+TURN_LOCK_PREFIX = "task-session-turn:"
 
 
 def turn_is_authoritative(turn_table: FromClause = turns) -> ColumnElement[bool]:
@@ -60,6 +64,13 @@ async def current_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
     return (await conn.execute(query)).scalar_one_or_none()
 
 
+def turn_lock_column(session_id: ColumnElement[str]) -> ColumnElement[object]:
+    """PostgreSQL: the session's turn lock (the same key as `lock_session_turns`) as a column
+    of a statement that reads the session anyway, so taking it costs no statement."""
+    key = literal(TURN_LOCK_PREFIX) + session_id
+    return func.pg_advisory_xact_lock(func.hashtextextended(key, 0))
+
+
 async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: list[str]) -> None:
     """Serialize current-turn decisions per session on PostgreSQL (SQLite: the write lock).
 
@@ -71,7 +82,7 @@ async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: l
     for session_id in sorted(set(session_ids)):
         await conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": f"task-session-turn:{session_id}"},
+            {"key": f"{TURN_LOCK_PREFIX}{session_id}"},
         )
 
 
@@ -87,5 +98,5 @@ async def lock_session_turn_and_row(conn: AsyncConnection, db: Database, session
             "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)) "
             "FROM task_sessions WHERE id = :session_id FOR UPDATE"
         ),
-        {"key": f"task-session-turn:{session_id}", "session_id": session_id},
+        {"key": f"{TURN_LOCK_PREFIX}{session_id}", "session_id": session_id},
     )
