@@ -221,7 +221,7 @@ class Asking:
             response, handoff = await self._wait_with_progress(pending_id, progress)
         except ServerShuttingDown:
             # Nothing is written: the question stays open (pending), and the restart settles
-            # the session (settle_after_restart) so that an answer resumes the agent.
+            # the session (settle_sessions_on_startup) so that an answer resumes the agent.
             raise
         except asyncio.CancelledError:
             # The agent's MCP call went away (client timeout, disconnect): the question stays

@@ -1,5 +1,6 @@
-"""Delivery after a restart: the claims startup recovery found undelivered, and the sessions
-whose agent the restart took away (docs/questions.md "Delivery guarantees")."""
+"""Delivery after a restart: the claims startup recovery found undelivered
+(docs/questions.md "Delivery guarantees"). The sessions whose agent the restart took away
+are settled before, all at once (kandev.clarification.recovery.settle_sessions_on_startup)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ import asyncio
 import logging
 
 from kandev.catalog import messages as kinds
-from kandev.catalog.states import WAITING_FOR_INPUT
-from kandev.clarification.bundles import find_active_messages, find_bundle_messages
+from kandev.clarification.bundles import find_bundle_messages
 from kandev.clarification.delivery import AnswerDelivery
-from kandev.clarification.lifecycle import SessionLifecycle
 from kandev.clarification.store import ClarificationResponse
 from kandev.clarification.stored_bundle import Bundle, carries_intent, question_order
 from kandev.db.engine import Database
@@ -29,12 +28,10 @@ class RestartDelivery:
         db: Database,
         recorder: SessionRecorder,
         delivery: AnswerDelivery,
-        lifecycle: SessionLifecycle,
     ) -> None:
         self.db = db
         self.recorder = recorder
         self.delivery = delivery
-        self.lifecycle = lifecycle
 
     async def redeliver_after_restart(self, pending_ids: list[str]) -> None:
         """Deliver the claims startup recovery found undelivered, each exactly once.
@@ -88,12 +85,3 @@ class RestartDelivery:
                     raise
                 await asyncio.sleep(REDELIVERY_BUSY_WAIT)  # another resume of the session runs
         await self.delivery.finalize(pending_id, status, claimed_ids, kinds.VIA_RESUME_TURN)
-
-    async def settle_after_restart(self, session_id: str) -> None:
-        """After a restart the agent is gone: open questions detach, and a session with one
-        waits for input (so it is listed and the task shows it) instead of idling."""
-        await self.lifecycle.detach_session(session_id)
-        async with self.db.read() as conn:
-            open_question = bool(await find_active_messages(conn, session_id))
-        if open_question:
-            await self.recorder.set_state(session_id, WAITING_FOR_INPUT)

@@ -77,7 +77,7 @@ class ClarificationService(ScopedService):
         )
         delivery = AnswerDelivery(db, clock, store, recorder, turns, delivery_wait_seconds)
         self._resolve = ResolveBundle(db, clock, new_id, recorder, self._reader, delivery)
-        self._restart = RestartDelivery(db, recorder, delivery, self._lifecycle)
+        self._restart = RestartDelivery(db, recorder, delivery)
 
     @property
     def shutting_down(self) -> bool:
@@ -198,10 +198,6 @@ class ClarificationService(ScopedService):
     async def redeliver_after_restart(self, pending_ids: list[str]) -> None:
         """Deliver the claims startup recovery found undelivered, each exactly once."""
         await self._restart.redeliver_after_restart(pending_ids)
-
-    async def settle_after_restart(self, session_id: str) -> None:
-        """After a restart open questions detach, and a session with one waits for input."""
-        await self._restart.settle_after_restart(session_id)
 
     # --- shutdown -----------------------------------------------------------------------
 
