@@ -11,8 +11,8 @@ commit, so the merge base is not its head.
   - bare `git diff`: `git diff --find-renames --no-ext-diff --no-color <merge-base>` in the
     worktree plus `git ls-files --others --exclude-standard` (the untracked listing); the
     issue's baseline (it diffs no untracked content);
-  - the same git work run directly: what the service runs (merge-base, the index path, a
-    copy of the index, `add -A` into it, the three diffs), as plain subprocesses.
+  - the same git work run directly: what the service runs (merge-base, a copy of the
+    index, `add -A` into it, one `diff -z --raw -p --cached`), as plain subprocesses.
 - worktree creation: WorktreeService.ensure_worktree of a new task against bare
   `git worktree add -b <branch> -- <path> refs/heads/main`.
 
@@ -125,21 +125,18 @@ def bare_diff(worktree: Path, merge_base: str) -> int:
 def bare_same_work(repo: Path, worktree: Path, branch: str) -> DiffOutput:
     """What ChangesService runs, as plain subprocesses (no parsing)."""
     merge_base = git(repo, "merge-base", "refs/heads/main", f"refs/heads/{branch}").decode().strip()
-    index = git(worktree, "rev-parse", "--git-path", "index").decode().strip()
-    index_path = Path(index) if os.path.isabs(index) else worktree / index
+    gitdir = (worktree / ".git").read_text().removeprefix("gitdir:").strip()
     folder = tempfile.mkdtemp(prefix="bench-index-")
     try:
         copy = os.path.join(folder, "index")
-        shutil.copy2(index_path, copy)
+        shutil.copy2(Path(gitdir) / "index", copy)
         env = {**GIT_ENV, "GIT_INDEX_FILE": copy}
         git(worktree, "add", "-A", env=env)
-        common = ["--find-renames", "--no-ext-diff", "--no-color", "--cached", merge_base]
-        name_status = git(worktree, "diff", "-z", "--name-status", *common, env=env)
-        numstat = git(worktree, "diff", "-z", "--numstat", *common, env=env)
-        patch = git(worktree, "diff", *common, env=env)
+        options = ["-z", "--raw", "-p", "--find-renames", "--no-ext-diff", "--no-color"]
+        output = git(worktree, "diff", *options, "--cached", merge_base, env=env)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return DiffOutput(name_status, numstat, patch)
+    return DiffOutput.split(output)
 
 
 # --- Kandev -------------------------------------------------------------------------------

@@ -233,3 +233,40 @@ async def test_commit_and_merge_over_rest_announce_changes_and_totals_reach_the_
             assert totals == [0]  # main has it all now
         finally:
             stream.close()
+
+
+async def test_counts_from_the_patch_equal_git_numstat(board: RepoBoard) -> None:
+    """+/- come from the patch text (one git pass): held to `git diff --numstat` on content
+    that looks like diff headers, a rename with edits, a binary, no final newline, CRLF."""
+    tricky = "--- a/x\n+++ b/y\n@@ -1 +1 @@\n-- minus\n++ plus\n\\ not a note\nend"
+    git(board.repo, "checkout", "-q", "-b", "side")
+    (board.repo / "tricky.txt").write_text("keep\n" + tricky + "\n")
+    (board.repo / "moved.txt").write_text("".join(f"line {i}\n" for i in range(30)))
+    commit_all(board.repo, "more files")
+    git(board.repo, "checkout", "-q", "main")
+    git(board.repo, "merge", "-q", "--ff-only", "side")
+    task = await board.task()
+    path, task = await board.worktree(task)
+    (path / "tricky.txt").write_text("--- a/x\n" + tricky.replace("plus", "PLUS") + "\n++ more")
+    git(path, "mv", "moved.txt", "renamed.txt")
+    (path / "renamed.txt").write_text("".join(f"line {i}\n" for i in range(28)) + "changed\n")
+    (path / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    (path / "blob.bin").write_bytes(bytes(range(256)))
+    (path / "src/app.py").write_text("")  # every line deleted
+    changes = await board.services.changes.changes(task.id)
+    git(path, "add", "-A")
+    numstat = git(path, "diff", "--cached", "--find-renames", "--numstat", changes["merge_base"])
+    expected = {}
+    for line in numstat.splitlines():
+        added, deleted, name = line.split("\t")
+        name = name.split(" => ")[-1].rstrip("}") if "=>" in name else name
+        expected[name] = (0, 0, True) if added == "-" else (int(added), int(deleted), False)
+    got = {f["path"]: (f["additions"], f["deletions"], f["binary"]) for f in changes["files"]}
+    assert got == expected
+    assert got["tricky.txt"][:2] != (0, 0) and got["blob.bin"][2] is True
+    assert _status(changes, "renamed.txt") == ("renamed", "moved.txt")
+
+
+def _status(changes: dict, path: str) -> tuple[str, str | None]:
+    found = next(f for f in changes["files"] if f["path"] == path)
+    return found["status"], found["old_path"]

@@ -14,14 +14,15 @@ from kandev.repos.inputs import CommitCreate, MergeCreate, ReviewCreate
 router = APIRouter(prefix="/api/v1/tasks/{task_id}", tags=["task changes"])
 
 
-@router.get("/changes")
+@router.get("/changes", response_model=None)
 async def get_changes(
     changes_service: ChangesServiceDep,
     task_id: str,
     since: str | None = Query(default=None, max_length=64),
-) -> dict[str, Any]:
-    """`?since=last_review`: the changes since the caller's last review."""
-    return await changes_service.changes(task_id, since)
+) -> JSONResponse:
+    """`?since=last_review`: the changes since the caller's last review. The answer is plain
+    JSON already (up to 2 MiB of diff text): serialized as it is, not walked by the encoder."""
+    return JSONResponse(await changes_service.changes(task_id, since))
 
 
 @router.get("/overlaps")

@@ -73,9 +73,19 @@ class MergeConflict(Conflict):
 
 @dataclass(frozen=True)
 class DiffOutput:
-    name_status: bytes
-    numstat: bytes
-    patch: bytes
+    """One `git diff -z --raw [-p]`: the raw entries (NUL-separated) and the patch."""
+
+    raw: bytes
+    patch: bytes = b""
+
+    @classmethod
+    def split(cls, output: bytes) -> DiffOutput:
+        """`--raw -p -z` output: raw entries, an empty NUL-terminated line, the patch (paths
+        are never empty, so the first NUL NUL is that line)."""
+        end = output.find(b"\0\0")
+        if end < 0:
+            return cls(output)
+        return cls(output[: end + 1], output[end + 2 :])
 
 
 def _tokens(raw: bytes) -> list[str]:
@@ -91,6 +101,33 @@ def _split_patch(patch: bytes) -> list[bytes]:
     return [b"diff --git " + c + b"\n" for c in chunks[1:-1]] + [b"diff --git " + chunks[-1]]
 
 
+def raw_entries(raw: bytes) -> list[tuple[str, str, str | None]]:
+    """(status letter, path, old path) per `--raw -z` entry: `:modes oids STATUS\0path\0`,
+    two paths for a rename or a copy."""
+    tokens = _tokens(raw)
+    entries: list[tuple[str, str, str | None]] = []
+    i = 0
+    while i < len(tokens) and tokens[i].startswith(":"):
+        letter = tokens[i].rsplit(" ", 1)[-1][:1]
+        if letter in "RC":
+            entries.append((letter, tokens[i + 2], tokens[i + 1]))
+            i += 3
+        else:
+            entries.append((letter, tokens[i + 1], None))
+            i += 2
+    return entries
+
+
+def patch_counts(chunk: bytes) -> tuple[int, int, bool]:
+    """(additions, deletions, binary) of one file's patch: its `+`/`-` lines after the first
+    hunk header (the `---`/`+++` headers come before it); no hunk and a "Binary files" line:
+    binary (what `--numstat` counts, without a second diff pass)."""
+    hunks = chunk.find(b"\n@@")
+    if hunks < 0:
+        return 0, 0, b"\nBinary files " in chunk or b"\nGIT binary patch" in chunk
+    return chunk.count(b"\n+", hunks), chunk.count(b"\n-", hunks), False
+
+
 def _cut(chunk: bytes, cap: int) -> bytes:
     cut = chunk[:cap]
     newline = cut.rfind(b"\n")
@@ -98,37 +135,21 @@ def _cut(chunk: bytes, cap: int) -> bytes:
 
 
 def parse_changes(output: DiffOutput) -> dict[str, Any]:
-    """The `files` of a changes answer, capped (pure; runs in a worker thread)."""
-    entries: list[tuple[str, str, str | None]] = []  # (status letter, path, old path)
-    tokens = _tokens(output.name_status)
-    i = 0
-    while i < len(tokens) and tokens[i]:
-        letter = tokens[i][0]
-        if letter in "RC":
-            entries.append((letter, tokens[i + 2], tokens[i + 1]))
-            i += 3
-        else:
-            entries.append((letter, tokens[i + 1], None))
-            i += 2
-    counts: dict[str, tuple[str, str]] = {}
-    tokens = _tokens(output.numstat)
-    i = 0
-    while i < len(tokens) and tokens[i]:
-        added, deleted, path = tokens[i].split("\t", 2)
-        if path == "":  # a rename: old and new path follow
-            path = tokens[i + 2]
-            i += 3
-        else:
-            i += 1
-        counts[path] = (added, deleted)
+    """The `files` of a changes answer, capped (pure; runs in a worker thread). One pass:
+    the raw entries give status and paths, the patch (in the same order) each file's diff,
+    and its `+`/`-` lines the counts."""
+    entries = raw_entries(output.raw)
     patches = _split_patch(output.patch)
     files: list[dict[str, Any]] = []
     total = 0
     truncated = len(entries) > MAX_FILES
-    for index, (letter, path, old_path) in enumerate(entries[:MAX_FILES]):
-        added, deleted = counts.get(path, ("0", "0"))
-        binary = added == "-"
-        chunk = patches[index] if index < len(patches) else b""
+    index = 0  # into patches: an unmerged entry has no `diff --git` of its own
+    for letter, path, old_path in entries[:MAX_FILES]:
+        chunk = b""
+        if letter != "U":
+            chunk = patches[index] if index < len(patches) else b""
+            index += 1
+        added, deleted, binary = patch_counts(chunk)
         file_truncated = False
         if len(chunk) > FILE_DIFF_CAP:
             chunk, file_truncated = _cut(chunk, FILE_DIFF_CAP), True
@@ -141,8 +162,8 @@ def parse_changes(output: DiffOutput) -> dict[str, Any]:
                 "path": path,
                 "old_path": old_path,
                 "status": STATUS_BY_LETTER.get(letter, "modified"),
-                "additions": 0 if binary else int(added),
-                "deletions": 0 if binary else int(deleted),
+                "additions": added,
+                "deletions": deleted,
                 "binary": binary,
                 "truncated": file_truncated,
                 "diff": chunk.decode("utf-8", errors="replace"),
@@ -154,6 +175,38 @@ def parse_changes(output: DiffOutput) -> dict[str, Any]:
         "deletions": sum(f["deletions"] for f in files),
         "truncated": truncated,
     }
+
+
+def _index_file(worktree: Path) -> Path | None:
+    """The index of a worktree without asking git: `.git/index` in a main checkout, or in
+    a linked worktree the `index` of the folder its `.git` file names (`gitdir: …`). None
+    when `.git` is neither (git is asked then)."""
+    dot_git = worktree / ".git"
+    if dot_git.is_dir():
+        return dot_git / "index"
+    try:
+        line = dot_git.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    folder = Path(line.removeprefix("gitdir:").strip())
+    return (folder if folder.is_absolute() else worktree / folder) / "index"
+
+
+def _copy_index(worktree: Path, index_path: Path | None) -> str | None:
+    """A throwaway copy of the worktree's index (`index_path`, or the one `.git` names; None
+    when it names none): the copy's path, in a fresh temp folder."""
+    index_path = index_path or _index_file(worktree)
+    if index_path is None:
+        return None
+    folder = tempfile.mkdtemp(prefix="kandev-index-")
+    copy = os.path.join(folder, "index")
+    if index_path.exists():
+        # copy2 keeps the index's mtime, so git's racy-entry check sees a file edited (same
+        # size) in the second the index was written as changed.
+        shutil.copy2(index_path, copy)
+    return copy
 
 
 def file_fingerprint(changed: dict[str, Any]) -> str:
@@ -340,11 +393,11 @@ class ChangesService:
         """Under the repository lock: the merge base, the diff against it (or against the
         commit `against`; no diff when `patch` is None), and, with `snapshot_ref`, the
         commit of the worktree as diffed, kept alive by that ref ("" otherwise)."""
-        merge_base = await self._merge_base(repository, task)
         worktree = Path(task.worktree_path) if task.worktree_path else None
-        output = DiffOutput(b"", b"", b"")
+        output = DiffOutput(b"")
         snapshot = ""
         if worktree is None or not worktree.is_dir():
+            merge_base = await self._merge_base(repository, task)
             # No worktree (yet, or any more): what the branch holds.
             branch = f"refs/heads/{task.branch}"
             if patch is not None:
@@ -356,7 +409,17 @@ class ChangesService:
                 await self.git.run(repository.path, "update-ref", snapshot_ref, snapshot)
             return merge_base, output, snapshot
         async with self._snapshot_index(worktree) as env:
-            await self.git.run(worktree, "add", "-A", env=env)
+            # Independent: the merge base reads refs, `add -A` writes the throwaway index.
+            found, added = await asyncio.gather(
+                self._merge_base(repository, task),
+                self.git.run(worktree, "add", "-A", env=env),
+                return_exceptions=True,
+            )
+            for outcome in (found, added):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            assert isinstance(found, str)
+            merge_base = found
             if patch is not None:
                 spec = ["--cached", against or merge_base]
                 output = await self._run_diff(worktree, spec, env, patch)
@@ -375,47 +438,37 @@ class ChangesService:
     async def _run_diff(
         self, cwd: str | Path, spec: list[str], env: dict[str, str] | None, patch: bool
     ) -> DiffOutput:
-        common = ["diff", "--find-renames", "--no-ext-diff", "--no-color", *spec]
-        name_status = await self.git.run(
-            cwd, *common[:1], "-z", "--name-status", *common[1:], env=env
-        )
-        if not patch:
-            return DiffOutput(name_status.stdout, b"", b"")
-        numstat = await self.git.run(cwd, *common[:1], "-z", "--numstat", *common[1:], env=env)
-        full = await self.git.run(cwd, *common, env=env)
-        return DiffOutput(name_status.stdout, numstat.stdout, full.stdout)
+        """One git process: the raw entries, and with `patch` the patch after them."""
+        formats = ["--raw", "-p"] if patch else ["--raw"]
+        options = ["-z", *formats, "--find-renames", "--no-ext-diff", "--no-color"]
+        result = await self.git.run(cwd, "diff", *options, *spec, env=env)
+        return DiffOutput.split(result.stdout) if patch else DiffOutput(result.stdout)
 
     @asynccontextmanager
     async def _snapshot_index(self, worktree: Path) -> AsyncIterator[dict[str, str]]:
-        """GIT_INDEX_FILE pointing at a throwaway copy of the worktree's index."""
-        index = (await self.git.run(worktree, "rev-parse", "--git-path", "index")).text
-        index_path = Path(index) if os.path.isabs(index) else worktree / index
-        folder = tempfile.mkdtemp(prefix="kandev-index-")
+        """GIT_INDEX_FILE pointing at a throwaway copy of the worktree's index (found and
+        copied in one worker-thread hop; git is asked where it is only when `.git` says not)."""
+        copy = await asyncio.to_thread(_copy_index, worktree, None)
+        if copy is None:
+            index = (await self.git.run(worktree, "rev-parse", "--git-path", "index")).text
+            index_path = Path(index) if os.path.isabs(index) else worktree / index
+            copy = await asyncio.to_thread(_copy_index, worktree, index_path)
+        assert copy is not None
         try:
-            copy = os.path.join(folder, "index")
-            if index_path.exists():
-                # copy2 keeps the index's mtime, so git's racy-entry check sees a file
-                # edited (same size) in the second the index was written as changed.
-                await asyncio.to_thread(shutil.copy2, index_path, copy)
             yield {"GIT_INDEX_FILE": copy}
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
 
     async def _changed_paths(self, task: Task, repository: Repository) -> set[str]:
         if not task.branch:
             return set()
         async with self.git.lock(repository.path):
             _, output, _ = await self._diff(task, repository, patch=False)
-        tokens = [t for t in _tokens(output.name_status)]
         paths: set[str] = set()
-        i = 0
-        while i < len(tokens) and tokens[i]:
-            if tokens[i][0] in "RC":
-                paths.update(tokens[i + 1 : i + 3])
-                i += 3
-            else:
-                paths.add(tokens[i + 1])
-                i += 2
+        for _, path, old_path in raw_entries(output.raw):
+            paths.add(path)
+            if old_path is not None:
+                paths.add(old_path)
         return paths
 
     async def overlaps(self, task_id: str) -> dict[str, Any]:
