@@ -12,7 +12,8 @@ synthetic identity "does not exist" (NotFound), user management needs an admin (
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -62,6 +63,19 @@ MAX_USER_AGENT = 256
 INVALID_CREDENTIALS = "invalid email or password"
 SETUP_UNAVAILABLE = "setup is not available"
 EMAIL_TAKEN = "email already registered"
+VERIFIED_TOKENS_KEPT = 10_000  # personal access tokens verified and kept in memory
+DELETED_TOKENS_REMEMBERED = 10_000
+
+
+@dataclass(frozen=True)
+class _VerifiedToken:
+    """A personal access token this server verified: who it is, and what may still end it."""
+
+    token_id: str
+    user_id: str
+    role: str
+    expires_at: datetime | None
+    last_used_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,13 @@ class AuthService:
         self._limiter = LoginRateLimiter(
             clock, settings.login_attempts, settings.login_window_seconds
         )
+        # Personal access tokens by digest, so a scripted caller is not looked up on every
+        # request. Only this server deletes a token (delete_token forgets it before the
+        # deleting transaction commits, and a deleted id is never kept again); expiry is
+        # checked on every use; users are never disabled and their role does not change.
+        self._verified: OrderedDict[str, _VerifiedToken] = OrderedDict()
+        self._deleted_token_ids: OrderedDict[str, None] = OrderedDict()
+        self._token_generation = 0
 
     # --- mode -------------------------------------------------------------------------
 
@@ -413,18 +434,44 @@ class AuthService:
         token = parse_pat(raw)
         if token is None:
             return None
+        verified = self._verified.get(token.sha256)
+        if verified is None:
+            verified = await self._verify_token(token.sha256)
+            if verified is None:
+                return None
+        now = self._clock.now()
+        if verified.expires_at is not None and verified.expires_at <= now:
+            self._verified.pop(token.sha256, None)
+            return None
+        if verified.last_used_at is None or now - verified.last_used_at > TOUCH_INTERVAL:
+            async with self._db.write() as conn:
+                await repo.touch_api_token(conn, verified.token_id, now)
+            if token.sha256 in self._verified:
+                self._verified[token.sha256] = replace(verified, last_used_at=now)
+        return Identity(user_id=verified.user_id, role=verified.role, token_id=verified.token_id)
+
+    async def _verify_token(self, digest: str) -> _VerifiedToken | None:
+        generation = self._token_generation
         async with self._db.read() as conn:
-            row = await repo.get_api_token_by_hash(conn, token.sha256)
+            row = await repo.get_api_token_by_hash(conn, digest)
             user = await repo.get_user(conn, row.user_id) if row else None
         if row is None or user is None or user.status != repo.STATUS_ACTIVE:
             return None
-        now = self._clock.now()
-        if row.expires_at is not None and row.expires_at <= now:
-            return None
-        if row.last_used_at is None or now - row.last_used_at > TOUCH_INTERVAL:
-            async with self._db.write() as conn:
-                await repo.touch_api_token(conn, row.id, now)
-        return Identity(user_id=user.id, role=user.role, token_id=row.id)
+        verified = _VerifiedToken(row.id, user.id, user.role, row.expires_at, row.last_used_at)
+        # Kept unless a token was deleted while the row was read (maybe this one).
+        if generation == self._token_generation and row.id not in self._deleted_token_ids:
+            self._verified[digest] = verified
+            while len(self._verified) > VERIFIED_TOKENS_KEPT:
+                self._verified.popitem(last=False)
+        return verified
+
+    def _forget_token(self, token_id: str) -> None:
+        self._token_generation += 1
+        self._deleted_token_ids[token_id] = None
+        while len(self._deleted_token_ids) > DELETED_TOKENS_REMEMBERED:
+            self._deleted_token_ids.popitem(last=False)
+        for digest in [d for d, v in self._verified.items() if v.token_id == token_id]:
+            del self._verified[digest]
 
     # --- personal access tokens -------------------------------------------------------
 
@@ -463,5 +510,7 @@ class AuthService:
         owner = require_real(identity)
         async with self._db.write() as conn:
             deleted = await repo.delete_api_token(conn, token_id, owner.user_id)
+            if deleted:  # refused from now on, before the delete even commits
+                self._forget_token(token_id)
         if not deleted:
             raise NotFound("not found")
