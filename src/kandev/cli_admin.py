@@ -7,7 +7,6 @@ the first admin and a first token can be made before the server ever runs. Regis
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -65,6 +64,8 @@ def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) 
             await services.close()
 
     try:
+        import asyncio
+
         return asyncio.run(_main())
     except KandevError as exc:
         typer.echo(f"error: {exc.message}", err=True)

@@ -3,7 +3,6 @@ endpoint (KANDEV_URL, KANDEV_TOKEN), like any other MCP client would."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -107,6 +106,8 @@ def _innermost(exc: BaseException) -> BaseException:
 def run_action(action: Callable[[], Coroutine[Any, Any, int]]) -> None:
     """Run a command's action: a tool error or a refusal is one line and exit 1."""
     try:
+        import asyncio  # here: `kandev --help` and the REST commands do without it
+
         code = asyncio.run(action())
     except McpCallFailed as exc:
         fail(_tool_failure(exc))
