@@ -4,10 +4,14 @@ outcome as settling them one by one, and the same statements for 1 session as fo
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 from sqlalchemy import event, select
 
 from kandev.agents import process_repository
@@ -23,7 +27,7 @@ from kandev.catalog.states import (
 from kandev.clarification.recovery import SessionSettlement, settle_sessions_on_startup
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_turns, task_sessions
-from kandev.services import Services
+from kandev.services import Services, build_services
 from tests.clarification.test_repository import (
     active_ids,
     at,
@@ -32,6 +36,7 @@ from tests.clarification.test_repository import (
     seed_session,
     seed_turn,
 )
+from tests.conftest import make_settings
 
 GONE = (STARTING, RUNNING, WAITING_FOR_INPUT)
 
@@ -159,3 +164,38 @@ async def test_recovery_runs_the_same_statements_for_1_and_50_sessions(
 
     assert len(fifty) == len(one), "\n".join(fifty)
     assert len(one) <= 20
+
+
+async def test_offline_commands_leave_live_sessions_alone(
+    database_url: str, tmp_path: Path
+) -> None:
+    """`kandev user create` / `token create` (a server may run on this database right now)
+    prepare storage only: no session settles, no question detaches, no turn ends."""
+    home = tmp_path / "home"
+    built = build_services(make_settings(tmp_path, database_url))
+    await built.prepare_storage()
+    expected = await seed_sessions(built.db, 6)
+    before = await session_rows(built.db)
+    before_bundles = {
+        s: await bundle(built.db, e["pending_id"]) for s, e in expected.items() if e["pending_id"]
+    }
+    await built.close()
+
+    env = {**os.environ, "KANDEV_HOME": str(home), "KANDEV_DATABASE_URL": database_url}
+    for argv in (
+        ["user", "create", "--email", "ops@example.com", "--password", "long enough pw"],
+        ["token", "create", "--email", "ops@example.com"],
+    ):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "kandev", *argv], env=env, check=False
+        )
+        assert done.returncode == 0, done.stderr
+
+    again = build_services(make_settings(tmp_path, database_url))
+    try:
+        assert await session_rows(again.db) == before
+        assert await open_turns(again.db) == set(expected)
+        for session_id, rows in before_bundles.items():
+            assert await bundle(again.db, expected[session_id]["pending_id"]) == rows
+    finally:
+        await again.close()
