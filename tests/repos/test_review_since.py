@@ -112,9 +112,11 @@ async def test_each_reviewer_has_their_own_last_review(any_board: RepoBoard) -> 
     with acting_as(bob):
         assert set(_files(await changes.changes(task.id, SINCE_LAST_REVIEW))) == {"c.txt"}
     assert len(_review_refs(board)) == 2
-    # Clearing a mark is not a review: ann's snapshot stays where it was.
+    # Clearing a mark is not a review, nor is a refused one: ann's snapshot stays.
     with acting_as(ann):
         await changes.mark_reviewed(task.id, "a.txt", False)
+        with pytest.raises(Conflict):
+            await changes.mark_reviewed(task.id, "README.md", True)  # not changed
         assert set(_files(await changes.changes(task.id, SINCE_LAST_REVIEW))) == {"b.txt", "c.txt"}
 
 

@@ -284,26 +284,28 @@ class ChangesService:
             "truncated": False,
         }
 
-    async def _changes(
-        self, task: Task, repository: Repository, *, record_review: bool = False
-    ) -> dict[str, Any]:
-        """The changes against the merge base (and the task row's totals kept up to date);
-        `record_review`: the worktree as read becomes the caller's review snapshot."""
+    async def _changes(self, task: Task, repository: Repository) -> dict[str, Any]:
+        """The changes against the merge base (and the task row's totals kept up to date)."""
+        answer, _ = await self._read_changes(task, repository)
+        return answer
+
+    async def _read_changes(
+        self, task: Task, repository: Repository, *, snapshot: bool = False
+    ) -> tuple[dict[str, Any], str]:
+        """The changes, and with `snapshot` the commit of the worktree as read (not yet kept:
+        `_keep_review`), else ""."""
         answer = self._empty_answer(task)
         if not task.branch:
-            return answer  # no session yet: nothing changed
-        ref = review_ref(task.id, reviewer_id()) if record_review else None
+            return answer, ""  # no session yet: nothing changed
         async with self.git.lock(repository.path):
-            merge_base, output, snapshot = await self._diff(
-                task, repository, patch=True, snapshot_ref=ref
+            merge_base, output, commit = await self._diff(
+                task, repository, patch=True, snapshot=snapshot
             )
         answer["merge_base"] = merge_base
         answer.update(await asyncio.to_thread(parse_changes, output))
-        if snapshot:
-            await self._store_review(task.id, snapshot)
         if (task.additions, task.deletions) != (answer["additions"], answer["deletions"]):
             await self._store_totals(task.id, answer["additions"], answer["deletions"])
-        return answer
+        return answer, commit
 
     async def _last_review(self, task_id: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
@@ -339,10 +341,15 @@ class ChangesService:
         answer["last_review"] = last_review
         return answer
 
-    async def _store_review(self, task_id: str, commit: str) -> None:
+    async def _keep_review(self, task: Task, repository: Repository, commit: str) -> None:
+        """`commit` (a snapshot of the worktree) becomes the caller's last review: its ref
+        keeps it alive, its row says so."""
+        reviewer = reviewer_id()
+        async with self.git.lock(repository.path):
+            await self.git.run(repository.path, "update-ref", review_ref(task.id, reviewer), commit)
         async with self.db.write() as conn:
             await repository_sql.set_review_snapshot(
-                conn, task_id, reviewer_id(), commit, self.repositories.clock.now()
+                conn, task.id, reviewer, commit, self.repositories.clock.now()
             )
 
     async def record_review(self, task: Task, repository: Repository) -> None:
@@ -350,10 +357,8 @@ class ChangesService:
         if not task.branch:
             return
         async with self.git.lock(repository.path):
-            _, _, snapshot = await self._diff(
-                task, repository, patch=None, snapshot_ref=review_ref(task.id, reviewer_id())
-            )
-        await self._store_review(task.id, snapshot)
+            _, _, commit = await self._diff(task, repository, patch=None, snapshot=True)
+        await self._keep_review(task, repository, commit)
 
     async def _store_totals(self, task_id: str, additions: int, deletions: int) -> None:
         """The task row keeps the last totals (the board's cards show them without git);
@@ -388,14 +393,14 @@ class ChangesService:
         *,
         patch: bool | None,
         against: str | None = None,
-        snapshot_ref: str | None = None,
+        snapshot: bool = False,
     ) -> tuple[str, DiffOutput, str]:
         """Under the repository lock: the merge base, the diff against it (or against the
-        commit `against`; no diff when `patch` is None), and, with `snapshot_ref`, the
-        commit of the worktree as diffed, kept alive by that ref ("" otherwise)."""
+        commit `against`; no diff when `patch` is None), and, with `snapshot`, a commit of
+        the worktree as diffed ("" otherwise; written, not yet referenced)."""
         worktree = Path(task.worktree_path) if task.worktree_path else None
         output = DiffOutput(b"")
-        snapshot = ""
+        commit = ""
         if worktree is None or not worktree.is_dir():
             merge_base = await self._merge_base(repository, task)
             # No worktree (yet, or any more): what the branch holds.
@@ -404,10 +409,9 @@ class ChangesService:
                 output = await self._run_diff(
                     repository.path, [against or merge_base, branch], None, patch
                 )
-            if snapshot_ref:
-                snapshot = (await self.git.run(repository.path, "rev-parse", branch)).text
-                await self.git.run(repository.path, "update-ref", snapshot_ref, snapshot)
-            return merge_base, output, snapshot
+            if snapshot:
+                commit = (await self.git.run(repository.path, "rev-parse", branch)).text
+            return merge_base, output, commit
         async with self._snapshot_index(worktree) as env:
             # Independent: the merge base reads refs, `add -A` writes the throwaway index.
             found, added = await asyncio.gather(
@@ -423,10 +427,9 @@ class ChangesService:
             if patch is not None:
                 spec = ["--cached", against or merge_base]
                 output = await self._run_diff(worktree, spec, env, patch)
-            if snapshot_ref:
-                snapshot = await self._snapshot_commit(worktree, env, task.id)
-                await self.git.run(worktree, "update-ref", snapshot_ref, snapshot)
-        return merge_base, output, snapshot
+            if snapshot:
+                commit = await self._snapshot_commit(worktree, env, task.id)
+        return merge_base, output, commit
 
     async def _snapshot_commit(self, worktree: Path, env: dict[str, str], task_id: str) -> str:
         """A parentless commit of the (throwaway) index's tree."""
@@ -576,10 +579,12 @@ class ChangesService:
         read becomes the caller's review snapshot."""
         since = check_since(since)
         task, repository = await self.repositories.task_repository(task_id)
-        changes = await self._changes(task, repository, record_review=reviewed)
+        changes, snapshot = await self._read_changes(task, repository, snapshot=reviewed)
         found = next((f for f in changes["files"] if f["path"] == path), None)
         if found is None and reviewed:
             raise Conflict(f"{path!r} is not among the task's changed files")
+        if snapshot:
+            await self._keep_review(task, repository, snapshot)
         async with self.db.write() as conn:
             fingerprint = file_fingerprint(found) if reviewed and found is not None else None
             await repository_sql.set_reviewed_mark(conn, task.id, path, fingerprint)
@@ -596,7 +601,10 @@ class ChangesService:
         primary = next((s for s in sessions if s.is_primary), None)
         if primary is None:
             raise Conflict("the task has no session to review; start one first")
-        await self.record_review(task, repository)
+        try:
+            await self.record_review(task, repository)
+        except KandevError as exc:  # the comments matter more than the snapshot
+            log.info("no review snapshot of task %s: %s", task.id, exc.message)
         result = await self.sessions.prompt(primary.id, review_prompt(review))
         return {"session_id": result.session_id, "turn_id": result.turn_id, "queued": result.queued}
 
