@@ -78,7 +78,11 @@ def test_the_changes_panel_diffs_comments_review_and_reviewed_marks(
     expect(panel.locator("#review-count")).to_have_text("1 comment")
     panel.scroll_into_view_if_needed()
     # The panel alone: the toggle, the commit and merge forms, the files, the comment.
-    screenshot(page, "task-changes.png", clip=panel.bounding_box(), full_page=True)
+    box = panel.bounding_box()
+    assert box is not None
+    scroll_x, scroll_y = page.evaluate("[window.scrollX, window.scrollY]")
+    clip = {**box, "x": box["x"] + scroll_x, "y": box["y"] + scroll_y}  # page coordinates
+    screenshot(page, "task-changes.png", clip=clip, full_page=True)
     panel.get_by_role("button", name="Send review").click()
     expect(panel.locator("#review-count")).to_have_text("No comments")
     user = page.locator("#conversation .msg-user").last
