@@ -20,10 +20,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from kandev.db import engine as engine_module
-from kandev.db.engine import POSTGRES_POOL_SIZE
+from kandev.db.engine import POSTGRES_MAX_TRANSACTIONS
 from tests.db.sqlite_locker import Locker
 
-BURST = 40
+BURST = 60
 QUEUE_TIMEOUT_S = 0.5
 
 
@@ -67,7 +67,7 @@ async def test_a_burst_on_a_held_database_is_503_with_retry_after_never_500(
             stuck = 1  # the write waiting for the file; the others queue behind it
         else:
             held = await PgTableLock.hold(database_url)
-            stuck = POSTGRES_POOL_SIZE  # one per slot, each blocked on the table lock
+            stuck = POSTGRES_MAX_TRANSACTIONS  # one per slot, each blocked on the lock
         released = False
         try:
             requests = [

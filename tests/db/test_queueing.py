@@ -55,7 +55,7 @@ async def test_many_more_transactions_than_the_pool_all_succeed_queued(db: Datab
                 .values(value=str(value + 1))
             )
 
-    n = 20 * db.pool_size
+    n = 10 * db.max_transactions
     await asyncio.gather(*(f() for _ in range(n) for f in (read, bump)))
     async with db.read() as conn:
         value = (
@@ -63,7 +63,7 @@ async def test_many_more_transactions_than_the_pool_all_succeed_queued(db: Datab
         ).scalar_one()
     assert value == str(n)
     # Reads queued at the bound instead of all taking a pool connection at once.
-    assert most_inside <= db.pool_size
+    assert most_inside <= db.max_transactions
 
 
 async def test_a_transaction_queued_past_the_timeout_is_server_busy(
@@ -78,11 +78,11 @@ async def test_a_transaction_queued_past_the_timeout_is_server_busy(
         nonlocal holding
         async with db.read():
             holding += 1
-            if holding == db.pool_size:
+            if holding == db.max_transactions:
                 all_held.set()
             await release.wait()
 
-    holders = [asyncio.create_task(hold()) for _ in range(db.pool_size)]
+    holders = [asyncio.create_task(hold()) for _ in range(db.max_transactions)]
     try:
         await asyncio.wait_for(all_held.wait(), 10)
         loop = asyncio.get_running_loop()
@@ -151,15 +151,15 @@ async def test_a_transaction_inside_another_takes_no_second_slot(
         outer = db.write() if write else db.read()
         async with outer:
             entered += 1
-            if entered == db.pool_size:
+            if entered == db.max_transactions:
                 everyone_in.set()
             await asyncio.wait_for(everyone_in.wait(), 10)
             async with db.read() as inner:
                 await inner.execute(select(kandev_meta.c.key))
 
     # On SQLite the writers queue on the write lock, so only readers fill the slots there.
-    writers = 0 if db.is_sqlite else db.pool_size // 2
-    await asyncio.gather(*(outer_then_inner(i < writers) for i in range(db.pool_size)))
+    writers = 0 if db.is_sqlite else db.max_transactions // 2
+    await asyncio.gather(*(outer_then_inner(i < writers) for i in range(db.max_transactions)))
 
 
 def test_mcp_reports_server_busy_as_a_tool_error_saying_to_retry() -> None:

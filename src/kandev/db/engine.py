@@ -7,10 +7,11 @@ thread hop per statement; a lock held by another process is waited for with an a
 backoff, never by blocking the loop. PostgreSQL: an asyncpg pool; per-row serialization uses
 row locks or advisory locks inside the repositories that need them.
 
-Both: at most `pool_size` transactions hold a connection at once (reads on SQLite, which
-queue writes on their lock); the rest queue here, first come first served, and one that
+Both: at most `max_transactions` transactions hold a connection at once (reads on SQLite,
+which queues writes on its lock); the rest queue here, first come first served, and one that
 waited `queue_timeout` seconds (for a slot or for the write lock) fails with `ServerBusy`
-(REST: 503 + Retry-After) instead of timing out inside the pool.
+(REST: 503 + Retry-After) instead of timing out inside the pool. The pool holds more than
+that, so a transaction opened inside another (which takes no slot) never waits for one.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ from kandev.errors import ServerBusy
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_POOL_SIZE = 8
+SQLITE_MAX_READS = SQLITE_POOL_SIZE  # + 10 overflow: the writer and nested reads
+# As many transactions at once as the pool used to allow: each holds its slot across
+# round trips to the server, so fewer slots cost throughput under a burst on a busy loop.
+POSTGRES_MAX_TRANSACTIONS = 30
 POSTGRES_POOL_SIZE = 10
-POSTGRES_MAX_OVERFLOW = 20
+POSTGRES_MAX_OVERFLOW = 40  # up to 50: 30 slots + 20 transactions nested inside them
 DEFAULT_QUEUE_TIMEOUT_S = 30.0
 RETRY_AFTER_SECONDS = 1
 _BEGIN_OPTION = "kandev_sqlite_begin"
@@ -63,12 +68,12 @@ class Database:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             kwargs.update(pool_size=SQLITE_POOL_SIZE, async_creator=self._sqlite_creator())
-            self.pool_size = SQLITE_POOL_SIZE
+            self.max_transactions = SQLITE_MAX_READS
         else:
             kwargs.update(
                 pool_size=POSTGRES_POOL_SIZE, max_overflow=POSTGRES_MAX_OVERFLOW, pool_pre_ping=True
             )
-            self.pool_size = POSTGRES_POOL_SIZE
+            self.max_transactions = POSTGRES_MAX_TRANSACTIONS
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         # SQLite has one writer. Queueing writers here, in order, instead of letting them
         # poll the file lock keeps a burst of writes from ending in "database is locked".
@@ -138,13 +143,13 @@ class Database:
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
-        """One of `pool_size` connection slots, queued for at most `queue_timeout`."""
+        """One of `max_transactions` connection slots, queued for at most `queue_timeout`."""
         task = asyncio.current_task()
         if task is not None and _slot_task.get() is task:
             yield  # already holds one (see _slot_task)
             return
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.pool_size)
+            self._slots = asyncio.Semaphore(self.max_transactions)
         await self._queue(self._slots.acquire())
         token = _slot_task.set(task)
         try:
