@@ -35,8 +35,8 @@ from bench.common import (
     child_pids,
     databases,
     kandev_server,
-    median,
     median_ms,
+    per_run_ms,
     postgres_if,
     print_json_line,
     rss_kib,
@@ -248,36 +248,36 @@ async def main() -> None:
         for p in (50, 95):
             table.add(
                 f"turn, one session, p{p} [{name}]",
-                median_ms(runs(k, "alone"), p),
-                median_ms(runs(bare, "alone"), p),
+                per_run_ms(runs(k, "alone"), p),
+                per_run_ms(runs(bare, "alone"), p),
                 target=("<=", 3.0) if p == 50 else None,
             )
         for p in (50, 95):
             table.add(
                 f"turn, {n} sessions at once, p{p} [{name}]",
-                median_ms(runs(k, "concurrent"), p),
-                median_ms(runs(bare, "concurrent"), p),
+                per_run_ms(runs(k, "concurrent"), p),
+                per_run_ms(runs(bare, "concurrent"), p),
             )
         table.add(
             f"turn, one session, p50, against the ACP SDK direct [{name}]",
-            median_ms(runs(k, "alone"), 50),
-            median_ms(runs(sdk, "alone"), 50),
+            per_run_ms(runs(k, "alone"), 50),
+            per_run_ms(runs(sdk, "alone"), 50),
         )
         table.add(
             f"turn, {n} at once, p50, against the ACP SDK direct [{name}]",
-            median_ms(runs(k, "concurrent"), 50),
-            median_ms(runs(sdk, "concurrent"), 50),
+            per_run_ms(runs(k, "concurrent"), 50),
+            per_run_ms(runs(sdk, "concurrent"), 50),
         )
         table.add(
             f"server RSS per session [{name}]",
-            median([r["kib_per_session"] for r in k]),
-            median([r["kib_per_session"] for r in bare]),
+            [r["kib_per_session"] for r in k],
+            [r["kib_per_session"] for r in bare],
             unit="KiB",
         )
         table.add(
             f"agent process RSS (Kandev: with its guard) [{name}]",
-            median([r["agent_rss_kib"] for r in k]) / 1024,
-            median([r["agent_rss_kib"] for r in sdk]) / 1024,
+            [r["agent_rss_kib"] / 1024 for r in k],
+            [r["agent_rss_kib"] / 1024 for r in sdk],
             unit="MiB",
         )
         table.print()

@@ -302,6 +302,11 @@ def median_ms(runs: list[list[float]], p: float) -> float:
     return statistics.median(per_run) if per_run else 0.0
 
 
+def per_run_ms(runs: list[list[float]], p: float) -> list[float]:
+    """Each run's p-th percentile, in ms (runs with no samples left out)."""
+    return [percentile(r, p) * 1000 for r in runs if r]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -322,13 +327,26 @@ class Table:
     def add(
         self,
         figure: str,
-        kandev: float,
-        bare: float,
+        kandev: float | list[float],
+        bare: float | list[float],
         unit: str = "ms",
         target: tuple[str, float] | None = None,
     ) -> float:
-        """One row; `target` is ("<=", 2.0) or (">=", 0.6) on the ratio Kandev / bare."""
-        r = ratio(kandev, bare)
+        """One row; `target` is ("<=", 2.0) or (">=", 0.6) on the ratio Kandev / bare.
+
+        With per-run lists (run i of both measured back to back), the figures are their
+        medians and the ratio is the median of the per-run ratios (robust to the load of a
+        shared machine drifting between runs)."""
+        if isinstance(kandev, list) and isinstance(bare, list) and len(kandev) == len(bare):
+            r = median([ratio(k, b) for k, b in zip(kandev, bare, strict=True)])
+        else:
+            r = 0.0
+        if isinstance(kandev, list):
+            kandev = median(kandev)
+        if isinstance(bare, list):
+            bare = median(bare)
+        if not r:
+            r = ratio(kandev, bare)
         row: dict[str, Any] = {
             "figure": figure,
             "kandev": round(kandev, 3),

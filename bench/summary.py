@@ -100,7 +100,8 @@ def main() -> None:
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="kandev-bench-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     measured = commit()
-    print(f"commit {measured}; logs in {log_dir}", flush=True)
+    load_before = os.getloadavg()
+    print(f"commit {measured}; logs in {log_dir}; load {load_before[0]:.1f}", flush=True)
 
     results: dict[str, dict[str, Any]] = {}
     failed: list[str] = []
@@ -117,9 +118,11 @@ def main() -> None:
 
     rows = [row for r in results.values() for row in r.get("rows", [])]
     checks = [c for r in results.values() for c in r.get("checks", [])]
+    load = [round(v, 1) for v in (*load_before, *os.getloadavg())]
     print(
         f"\nissue 13: Kandev beside its bare same-stack baseline, medians of {args.repeat} runs "
-        f"(commit {measured})"
+        f"(commit {measured}; load average {load[0]} at the start, {load[3]} / {load[4]} "
+        f"(1 / 5 min) at the end, {os.cpu_count()} cores)"
     )
     for line in format_rows(rows):
         print("  " + line)
@@ -128,7 +131,13 @@ def main() -> None:
     if failed:
         print(f"  FAILED: {', '.join(failed)} (see their logs)")
     print_json_line(
-        "summary", commit=measured, repeat=args.repeat, rows=rows, checks=checks, failed=failed
+        "summary",
+        commit=measured,
+        repeat=args.repeat,
+        load=load,
+        rows=rows,
+        checks=checks,
+        failed=failed,
     )
     if failed:
         raise SystemExit(1)
