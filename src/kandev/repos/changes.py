@@ -34,7 +34,7 @@ from kandev.auth.identity import current_identity
 from kandev.board import task_repository
 from kandev.board.events import TASK_UPDATED, TaskDescriber, add_task_event, pending_events
 from kandev.board.models import Task
-from kandev.catalog.events import SESSION_TURN_COMPLETED, TASK_CHANGES_UPDATED
+from kandev.catalog.events import SESSION_TURN_COMPLETED, TASK_CHANGES_UPDATED, TASK_CREATED
 from kandev.db.engine import Database
 from kandev.errors import Conflict, KandevError, ValidationFailed
 from kandev.events.bus import EventBus
@@ -48,6 +48,8 @@ from kandev.sessions import session_repository
 from kandev.sessions.service import SessionService
 
 log = logging.getLogger(__name__)
+# How many tasks' "on a repository?" the turn follower remembers.
+_KNOWN_TASKS_MAX = 10_000
 FILE_DIFF_CAP = 256 * 1024
 TOTAL_DIFF_CAP = 2 * 1024 * 1024
 MAX_FILES = 500
@@ -752,10 +754,23 @@ class ChangesService:
     async def follow_turns(self) -> None:
         """Background: after each agent turn of a task on a repository, look at its changes."""
         stream = self.bus.subscribe()
+        # Whether each task is on a repository, as its own events say (every turn's start
+        # announces its task): a turn of a task known to be on none reads nothing here.
+        on_repository: dict[str, bool] = {}
         try:
             while True:
                 event = await stream.next()
-                if event is None or event.type != SESSION_TURN_COMPLETED or not event.task_id:
+                if event is None or not event.task_id:
+                    continue
+                if event.type in (TASK_CREATED, TASK_UPDATED):
+                    if len(on_repository) >= _KNOWN_TASKS_MAX:
+                        on_repository.clear()  # bounded; unknown tasks are simply read
+                    task = event.data.get("task") or {}
+                    on_repository[event.task_id] = bool(task.get("repository_id"))
+                    continue
+                if event.type != SESSION_TURN_COMPLETED:
+                    continue
+                if on_repository.get(event.task_id) is False:
                     continue
                 try:
                     await self.publish_if_changed(event.task_id)

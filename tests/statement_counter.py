@@ -1,0 +1,62 @@
+"""Counting what a piece of code sends to the database: statements and transactions.
+
+Hooks SQLAlchemy's engine events, so it counts on SQLite and PostgreSQL alike, whatever the
+driver. Transaction control (BEGIN, COMMIT, ROLLBACK) is counted as transactions, never as
+statements; everything else the driver executes — savepoints and lock statements included —
+is a statement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from kandev.db.engine import Database
+
+_CONTROL = re.compile(r"\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
+
+
+class StatementCounter:
+    def __init__(self, db: Database) -> None:
+        self.statements: list[str] = []
+        self.transactions = 0
+        self._on = False
+        self._engine = db.engine.sync_engine
+        event.listen(self._engine, "before_cursor_execute", self._statement)
+        event.listen(self._engine, "begin", self._begin)
+
+    def close(self) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._statement)
+        event.remove(self._engine, "begin", self._begin)
+
+    def _statement(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if self._on and not _CONTROL.match(statement):
+            self.statements.append(" ".join(statement.split())[:160])
+
+    def _begin(self, _conn: Any) -> None:
+        if self._on:
+            self.transactions += 1
+
+    def start(self) -> None:
+        self.statements.clear()
+        self.transactions = 0
+        self._on = True
+
+    def stop(self) -> None:
+        self._on = False
+
+    @contextmanager
+    def counting(self) -> Iterator[StatementCounter]:
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def report(self) -> str:
+        lines = [f"{len(self.statements)} statements, {self.transactions} transactions:"]
+        return "\n  ".join(lines + self.statements)
