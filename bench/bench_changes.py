@@ -17,6 +17,8 @@ commit, so the merge base is not its head.
   `git worktree add -b <branch> -- <path> refs/heads/main`.
 
 Runs alternate between Kandev and the bare command (after a warm-up); p50/p90 and ratios.
+Also the CPU time of each (user + system, of this process and the git processes it ran:
+`getrusage`), which a busy shared machine inflates far less than wall time.
 
     python bench/bench_changes.py [--runs 15] [--worktrees 10]
 """
@@ -27,6 +29,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -153,6 +156,13 @@ async def new_task(services: Services, ws_id: str, flow_id: str, repo_id: str, t
     return task, session
 
 
+def cpu_seconds() -> float:
+    """User + system CPU of this process (all its threads) and of its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 def row(name: str, kandev: list[float], bare: list[float]) -> tuple[str, float, float]:
     k50, k90 = percentile(kandev, 50) * 1000, percentile(kandev, 90) * 1000
     b50, b90 = percentile(bare, 50) * 1000, percentile(bare, 90) * 1000
@@ -198,13 +208,16 @@ async def in_process(home: Path, root: Path, runs: int, worktrees: int) -> dict:
         )
 
         service_t, bare_t, same_t, parse_t = [], [], [], []
+        service_cpu, bare_cpu = [], []
         for _ in range(runs):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds()
             await services.changes.changes(task.id)
             service_t.append(time.perf_counter() - start)
-            start = time.perf_counter()
+            service_cpu.append(cpu_seconds() - cpu)
+            start, cpu = time.perf_counter(), cpu_seconds()
             bare_diff(worktree, merge_base)
             bare_t.append(time.perf_counter() - start)
+            bare_cpu.append(cpu_seconds() - cpu)
             start = time.perf_counter()
             same = bare_same_work(repo, worktree, task.branch)
             same_t.append(time.perf_counter() - start)
@@ -236,6 +249,8 @@ async def in_process(home: Path, root: Path, runs: int, worktrees: int) -> dict:
         "bare": bare_t,
         "same": same_t,
         "parse": parse_t,
+        "service_cpu": service_cpu,
+        "bare_cpu": bare_cpu,
         "kandev_wt": kandev_wt,
         "bare_wt": bare_wt,
     }
@@ -275,6 +290,7 @@ def main() -> None:
     row("changes (REST) vs bare git diff", rest_t, rest_bare_t)
     row("changes (service) vs same git work, direct", got["service"], got["same"])
     row("same git work, direct vs bare git diff", got["same"], got["bare"])
+    row("changes (service) CPU vs bare git diff CPU", got["service_cpu"], got["bare_cpu"])
     p = [v * 1000 for v in got["parse"]]
     print(f"{'  of which parse_changes (pure Python)':<44} {percentile(p, 50):8.1f}")
     row("worktree creation vs bare git worktree add", got["kandev_wt"], got["bare_wt"])
@@ -292,6 +308,9 @@ def main() -> None:
         worktree_p50_ms=ms(got["kandev_wt"]),
         bare_worktree_p50_ms=ms(got["bare_wt"]),
         worktree_ratio=round(ms(got["kandev_wt"]) / ms(got["bare_wt"]), 2),
+        service_cpu_p50_ms=ms(got["service_cpu"]),
+        bare_diff_cpu_p50_ms=ms(got["bare_cpu"]),
+        service_cpu_ratio=round(ms(got["service_cpu"]) / ms(got["bare_cpu"]), 2),
     )
 
 
