@@ -37,8 +37,17 @@ class PendingDescriber:
     ) -> dict[str, str]:
         return await pending_actions_for_sessions(conn, session_ids)
 
-    async def view_of_session_task(self, conn: AsyncConnection, session_id: str) -> TaskView:
-        return await view_of_session_task(conn, session_id)
+    async def view_of_session_task(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        *,
+        task_changing_to: str | None = None,
+        all_sessions: bool = False,
+    ) -> TaskView:
+        return await view_of_session_task(
+            conn, session_id, task_changing_to=task_changing_to, all_sessions=all_sessions
+        )
 
     async def view_of_sessions(self, conn: AsyncConnection, session_ids: Sequence[str]) -> TaskView:
         return await view_of_sessions(conn, session_ids)

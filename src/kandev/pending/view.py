@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, func, select
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
@@ -238,12 +238,28 @@ async def _read(conn: AsyncConnection, where: ColumnElement[bool]) -> TaskView:
     return TaskView(facts, owners)
 
 
-async def view_of_session_task(conn: AsyncConnection, session_id: str) -> TaskView:
-    """Every session of the task the session belongs to (one statement)."""
+async def view_of_session_task(
+    conn: AsyncConnection,
+    session_id: str,
+    *,
+    task_changing_to: str | None = None,
+    all_sessions: bool = False,
+) -> TaskView:
+    """The session, described in one statement — with every other session of its task when
+    the caller may need the task's JSON: `all_sessions`, or `task_changing_to` a state the
+    task is not in yet (the statement itself decides, so a task with a thousand sessions is
+    read whole only when its state really changes)."""
     task_of_session = (
         select(task_sessions.c.task_id).where(task_sessions.c.id == session_id).scalar_subquery()
     )
-    return await _read(conn, task_sessions.c.task_id == task_of_session)
+    of_task = task_sessions.c.task_id == task_of_session
+    if all_sessions:
+        return await _read(conn, of_task)
+    this_one = task_sessions.c.id == session_id
+    if task_changing_to is None:
+        return await _read(conn, this_one)
+    task_state = select(tasks.c.state).where(tasks.c.id == task_of_session).scalar_subquery()
+    return await _read(conn, or_(this_one, and_(of_task, task_state != task_changing_to)))
 
 
 async def view_of_tasks(conn: AsyncConnection, task_ids: Sequence[str]) -> TaskView:

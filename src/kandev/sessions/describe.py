@@ -54,7 +54,12 @@ class SessionDescriber(TaskDescriber, Protocol):
     ) -> dict[str, str]: ...
 
     async def view_of_session_task(
-        self, conn: AsyncConnection, session_id: str
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        *,
+        task_changing_to: str | None = None,
+        all_sessions: bool = False,
     ) -> SessionsView: ...
 
     async def view_of_sessions(

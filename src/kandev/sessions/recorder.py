@@ -83,9 +83,20 @@ class SessionRecorder:
     async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
         return (await self.describer.sessions_json(conn, [session]))[0]
 
-    async def view(self, conn: AsyncConnection, session_id: str) -> SessionsView:
-        """The session's task and all its sessions, described in one statement."""
-        return await self.describer.view_of_session_task(conn, session_id)
+    async def view(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        *,
+        task_changing_to: str | None = None,
+        all_sessions: bool = False,
+    ) -> SessionsView:
+        """The session described in one statement, with its task's other sessions when the
+        task's JSON may be needed: its state may change to `task_changing_to`, or
+        `all_sessions` (see pending.view)."""
+        return await self.describer.view_of_session_task(
+            conn, session_id, task_changing_to=task_changing_to, all_sessions=all_sessions
+        )
 
     def _state_event(
         self, events: PendingEvents, view: SessionsView, session: Session, previous: str
@@ -162,7 +173,7 @@ class SessionRecorder:
         now = self.clock.now()
         async with self._write() as (conn, events):
             await lock_session_turns(conn, self.db, [session_id])
-            view = await self.view(conn, session_id)
+            view = await self.view(conn, session_id, all_sessions=True)
             session = view.session(session_id)
             if session is None or session.is_terminal:
                 return None
@@ -270,7 +281,7 @@ class SessionRecorder:
         """The prompt message of a turn, its events, session RUNNING and task IN_PROGRESS.
         The turn is already current; returns the task's owner."""
         now = self.clock.now()
-        view = await self.view(conn, session.id)
+        view = await self.view(conn, session.id, task_changing_to=TASK_IN_PROGRESS)
         owner_id = view.owner_id(session.task_id)
         message = await messages_repo.insert_message(
             conn,
@@ -316,7 +327,7 @@ class SessionRecorder:
         after: list[AfterCommit] = []
         waiting = False
         async with self._write() as (conn, events):
-            view = await self.view(conn, session_id)
+            view = await self.view(conn, session_id, task_changing_to=TASK_REVIEW)
             session = view.session(session_id)
             if session is None:
                 return TurnEnd(False, [], False)
@@ -510,7 +521,7 @@ class SessionRecorder:
         async with self._write() as (conn, events):
             if lock is not None:
                 await lock(conn)
-            view = await self.view(conn, session_id)
+            view = await self.view(conn, session_id, task_changing_to=TASK_IN_PROGRESS)
             done = await delivered(conn, view, events)
             session = view.session(session_id)
             if (
@@ -535,7 +546,7 @@ class SessionRecorder:
         async with self._write() as (conn, events):
             if before is not None:
                 done = await before(conn)
-            view = await self.view(conn, session_id)
+            view = await self.view(conn, session_id, task_changing_to=task_state)
             session = view.session(session_id)
             if session is None or session.state not in only_from:
                 return done

@@ -1,0 +1,77 @@
+"""pending.view: one statement describes a session, and its task's other sessions only when
+the task's JSON may be needed (both databases)."""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+
+from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
+from kandev.catalog.states import TASK_IN_PROGRESS, TASK_REVIEW
+from kandev.clarification.inputs import RequestInput
+from kandev.db.tables import tasks
+from kandev.pending.view import view_of_session_task
+from kandev.services import Services
+from kandev.sessions.inputs import SessionCreate
+
+QUESTIONS = [
+    {
+        "id": "q",
+        "prompt": "Which?",
+        "options": [
+            {"option_id": "a", "label": "A", "description": "a"},
+            {"option_id": "b", "label": "B", "description": "b"},
+        ],
+    }
+]
+
+
+async def _task_with_sessions(services: Services, count: int) -> tuple[str, list[str]]:
+    ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
+    flow = await services.workflows.create_workflow(WorkflowCreate(workspace_id=ws.id, name="f"))
+    task = await services.tasks.create_task(
+        TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
+    )
+    ids = [
+        (await services.sessions.create_session(task.id, SessionCreate()))["id"]
+        for _ in range(count)
+    ]
+    return task.id, ids
+
+
+async def test_siblings_are_read_only_when_the_task_state_would_change(
+    services: Services,
+) -> None:
+    task_id, ids = await _task_with_sessions(services, 4)
+    async with services.db.write() as conn:
+        await conn.execute(update(tasks).where(tasks.c.id == task_id).values(state=TASK_REVIEW))
+    async with services.db.read() as conn:
+        alone = await view_of_session_task(conn, ids[0])
+        unchanged = await view_of_session_task(conn, ids[0], task_changing_to=TASK_REVIEW)
+        changing = await view_of_session_task(conn, ids[0], task_changing_to=TASK_IN_PROGRESS)
+        everything = await view_of_session_task(conn, ids[2], all_sessions=True)
+    assert [s.id for s in alone.sessions_of(task_id)] == [ids[0]]
+    assert [s.id for s in unchanged.sessions_of(task_id)] == [ids[0]]
+    assert sorted(s.id for s in changing.sessions_of(task_id)) == sorted(ids)
+    assert sorted(s.id for s in everything.sessions_of(task_id)) == sorted(ids)
+    # The described session is the same either way, and so is its scope.
+    assert alone.session_json(ids[0]) == changing.session_json(ids[0])
+    assert alone.owner_id(task_id) == changing.owner_id(task_id)
+
+
+async def test_the_task_json_carries_a_siblings_question(services: Services) -> None:
+    task_id, ids = await _task_with_sessions(services, 2)
+    await services.sessions.prompt(ids[0], "go")
+    pending_id = await services.clarifications.request(
+        RequestInput(session_id=ids[0], questions=QUESTIONS)
+    )
+    task = await services.tasks.get_task(task_id)
+    async with services.db.read() as conn:
+        seen_from_other = await view_of_session_task(conn, ids[1], all_sessions=True)
+        only_other = await view_of_session_task(conn, ids[1])
+    assert seen_from_other.task_json(task)["pending_clarification_id"] == pending_id
+    assert seen_from_other.session_json(ids[0])["pending_clarification_id"] == pending_id
+    assert seen_from_other.has_open_question(ids[0])
+    assert not seen_from_other.has_open_question(ids[1])
+    assert only_other.session(ids[0]) is None  # not read when not asked for
+    # The same JSON the task service gives.
+    assert seen_from_other.task_json(task) == await services.presenter.task(task)
