@@ -34,13 +34,18 @@ from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from kandev.errors import ServerBusy
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-SQLITE_POOL_SIZE = 8
-SQLITE_MAX_READS = SQLITE_POOL_SIZE  # + 10 overflow: the writer and nested reads
+# The pool keeps a connection for every slot (and SQLite's writer): connections beyond
+# pool_size are closed when returned, and with the waiters queued here rather than in the
+# pool, a burst would otherwise open and close connections all the time. The overflow is
+# for transactions nested inside another (they take no slot).
+SQLITE_MAX_READS = 8
+SQLITE_POOL_SIZE = SQLITE_MAX_READS + 1  # + the writer
+SQLITE_MAX_OVERFLOW = 10
 # As many transactions at once as the pool used to allow: each holds its slot across
 # round trips to the server, so fewer slots cost throughput under a burst on a busy loop.
 POSTGRES_MAX_TRANSACTIONS = 30
-POSTGRES_POOL_SIZE = 10
-POSTGRES_MAX_OVERFLOW = 40  # up to 50: 30 slots + 20 transactions nested inside them
+POSTGRES_POOL_SIZE = POSTGRES_MAX_TRANSACTIONS
+POSTGRES_MAX_OVERFLOW = 20  # up to 50 connections
 DEFAULT_QUEUE_TIMEOUT_S = 30.0
 RETRY_AFTER_SECONDS = 1
 _BEGIN_OPTION = "kandev_sqlite_begin"
@@ -67,7 +72,11 @@ class Database:
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            kwargs.update(pool_size=SQLITE_POOL_SIZE, async_creator=self._sqlite_creator())
+            kwargs.update(
+                pool_size=SQLITE_POOL_SIZE,
+                max_overflow=SQLITE_MAX_OVERFLOW,
+                async_creator=self._sqlite_creator(),
+            )
             self.max_transactions = SQLITE_MAX_READS
         else:
             kwargs.update(
