@@ -14,6 +14,7 @@ transient `responding` status is never left behind.)
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -23,10 +24,10 @@ from sqlalchemy import (
     ColumnElement,
     Text,
     and_,
+    bindparam,
     case,
     exists,
     func,
-    literal,
     not_,
     null,
     or_,
@@ -35,6 +36,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import BindParameter
 
 from kandev.catalog.messages import (
     AGENT_DISCONNECTED_KEY,
@@ -171,65 +173,80 @@ async def claim_active_bundle(
     """
     _check_terminal(status)
     await lock_bundle(conn, db, pending_id, session_ids)
-    changes: dict[str, Any] = {STATUS_KEY: status, DELIVERY_PENDING_KEY: True}
+    answers = sorted((responses or {}).items()) if status == ANSWERED else []
+    with_reason = status != ANSWERED and bool(reject_reason)
+    params: dict[str, Any] = {"pending_id": pending_id, "now": now}
     if status == ANSWERED:
-        changes[RESPONSE_KEY] = _response_of_row(responses or {})
-    elif reject_reason:
-        changes[REJECT_REASON_KEY] = reject_reason
-    claimable = (
+        params["answered"] = [qid for qid, _ in answers]
+    for i, (qid, response) in enumerate(answers):
+        params[f"q{i}"], params[f"r{i}"] = qid, json.dumps(response)
+    if with_reason:
+        params["reject_reason"] = json.dumps(reject_reason)
+    statement = _claim_statement(status, len(answers), with_reason)
+    claimed = _rows(await conn.execute(statement, params))
+    if claimed:
+        return claimed
+    await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
+    return None
+
+
+def _claimable(pending_id: Any) -> tuple[ColumnElement[bool], ...]:
+    return (
         of_bundle(pending_id),
         is_pending(),
         session_is_live(),
         on_current_turn(),
         well_formed(pending_id),
     )
-    claimed = _rows(
-        await conn.execute(
-            update(messages)
-            .where(*claimable, _completable(pending_id, status, responses))
-            .values(metadata=json_set_keys(messages.c.metadata, changes), updated_at=now)
-            .returning(*messages.c)
+
+
+@functools.cache
+def _claim_statement(status: str, answers: int, with_reason: bool) -> Any:
+    """The claim statement of one shape, built once (its values are bind parameters:
+    pending_id, now, q<i>/r<i> — each answered question's id and response JSON —,
+    answered, reject_reason)."""
+    pending_id: BindParameter[str] = bindparam("pending_id")
+    changes: dict[str, Any] = {STATUS_KEY: status, DELIVERY_PENDING_KEY: True}
+    if status == ANSWERED:
+        changes[RESPONSE_KEY] = _response_of_row(answers)
+    elif with_reason:
+        changes[REJECT_REASON_KEY] = bindparam("reject_reason", type_=Text())
+    return (
+        update(messages)
+        .where(*_claimable(pending_id), _completable(pending_id, status, answers))
+        .values(
+            metadata=json_set_keys(messages.c.metadata, changes),
+            updated_at=bindparam("now", type_=messages.c.updated_at.type),
         )
+        .returning(*messages.c)
     )
-    if claimed:
-        return claimed
-    await _raise_if_incomplete(conn, claimable, status, responses)
-    return None
 
 
-def _response_of_row(responses: dict[str, dict[str, Any]]) -> ColumnElement[Any]:
+def _response_of_row(answers: int) -> ColumnElement[Any]:
     """Each row's response as JSON text, chosen by its own question_id (NULL: none)."""
-    if not responses:
+    if not answers:
         return null()
     return case(
-        {qid: literal(json.dumps(r), Text()) for qid, r in responses.items()},
-        value=meta(QUESTION_ID_KEY),
+        *[
+            (meta(QUESTION_ID_KEY) == bindparam(f"q{i}"), bindparam(f"r{i}", type_=Text()))
+            for i in range(answers)
+        ],
         else_=null(),
     )
 
 
-def _incomplete(status: str, responses: dict[str, dict[str, Any]] | None, table: Any) -> Any:
-    """A pending row this claim could not complete: no question_id, or (answered) no
-    response for its question."""
-    question_id = func.coalesce(meta(QUESTION_ID_KEY, table), "")
-    missing = question_id == ""
-    if status == ANSWERED:
-        answered = sorted(responses or {})
-        missing = or_(missing, question_id.not_in(answered) if answered else true())
-    return missing
-
-
-def _completable(
-    pending_id: str, status: str, responses: dict[str, dict[str, Any]] | None
-) -> ColumnElement[bool]:
+def _completable(pending_id: Any, status: str, answers: int) -> ColumnElement[bool]:
+    """No pending row of the bundle that this claim could not complete: one without a
+    question_id, or (answered) one whose question has no response (`answered`)."""
     sibling = messages.alias("claimed_sibling")
-    return not_(
-        exists().where(
-            of_bundle(pending_id, sibling),
-            is_pending(sibling),
-            _incomplete(status, responses, sibling),
+    question_id = func.coalesce(meta(QUESTION_ID_KEY, sibling), "")
+    incomplete: ColumnElement[bool] = question_id == ""
+    if status == ANSWERED:
+        unanswered = (
+            question_id.not_in(bindparam("answered", expanding=True)) if answers else true()
         )
-    )
+        incomplete = or_(incomplete, unanswered)
+    return not_(exists().where(of_bundle(pending_id, sibling), is_pending(sibling), incomplete))
 
 
 async def _raise_if_incomplete(
@@ -276,6 +293,24 @@ async def finalize_delivery(
     check_claimed_ids(claimed_ids)
     if not locked:
         await lock_bundle(conn, db, pending_id, session_ids)
+    params = {
+        "pending_id": pending_id,
+        "claimed_ids": sorted(set(claimed_ids)),
+        "claimed_count": len(set(claimed_ids)),
+    }
+    written = _rows(await conn.execute(_finalize_statement(terminal, via), params))
+    if not written:
+        return None
+    _expect_all(written, claimed_ids, "lost its delivery intent")
+    return written
+
+
+@functools.cache
+def _finalize_statement(terminal: str, via: str) -> Any:
+    """The delivered mark's one statement, built once per (terminal, via): the claimed
+    rows lose the intent only if they are exactly the rows still carrying it."""
+    pending_id: BindParameter[str] = bindparam("pending_id")
+    claimed: BindParameter[list[str]] = bindparam("claimed_ids", expanding=True)
     carrying = messages.alias("carrying")
     exactly_the_claim = and_(
         # no other row of the bundle carries the intent, and none of it with another status
@@ -283,43 +318,37 @@ async def finalize_delivery(
             exists().where(
                 of_bundle(pending_id, carrying),
                 delivery_pending(carrying),
-                or_(carrying.c.id.not_in(claimed_ids), meta(STATUS_KEY, carrying) != terminal),
+                or_(carrying.c.id.not_in(claimed), meta(STATUS_KEY, carrying) != terminal),
             )
         ),
         # every claimed row still carries it
         select(func.count())
         .select_from(carrying)
         .where(
-            carrying.c.id.in_(claimed_ids),
+            carrying.c.id.in_(claimed),
             of_bundle(pending_id, carrying),
             delivery_pending(carrying),
         )
         .scalar_subquery()
-        == len(set(claimed_ids)),
+        == bindparam("claimed_count"),
     )
-    written = _rows(
-        await conn.execute(
-            update(messages)
-            .where(
-                messages.c.id.in_(claimed_ids),
-                of_bundle(pending_id),
-                meta(STATUS_KEY) == terminal,
-                delivery_pending(),
-                exactly_the_claim,
-            )
-            .values(
-                metadata=json_set_keys(
-                    json_remove_keys(messages.c.metadata, [DELIVERY_PENDING_KEY]),
-                    {DELIVERED_VIA_KEY: via},
-                )
-            )
-            .returning(*messages.c)
+    return (
+        update(messages)
+        .where(
+            messages.c.id.in_(claimed),
+            of_bundle(pending_id),
+            meta(STATUS_KEY) == terminal,
+            delivery_pending(),
+            exactly_the_claim,
         )
+        .values(
+            metadata=json_set_keys(
+                json_remove_keys(messages.c.metadata, [DELIVERY_PENDING_KEY]),
+                {DELIVERED_VIA_KEY: via},
+            )
+        )
+        .returning(*messages.c)
     )
-    if not written:
-        return None
-    _expect_all(written, claimed_ids, "lost its delivery intent")
-    return written
 
 
 async def restore_active_bundle(

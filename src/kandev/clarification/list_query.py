@@ -175,7 +175,7 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
             visible.c.pending_id != "",
             on_current_turn(visible),
             session_is_live(visible),
-            well_formed(visible.c.pending_id, visible),  # type: ignore[arg-type]
+            well_formed(visible.c.pending_id, visible),
         )
         .distinct()
         .cte("active_bundle")

@@ -29,7 +29,7 @@ def meta(key: str, table: Any = messages) -> ColumnElement[str]:
     return json_key_text(table.c.metadata, key)
 
 
-def of_bundle(pending_id: str, table: Any = messages) -> ColumnElement[bool]:
+def of_bundle(pending_id: str | ColumnElement[str], table: Any = messages) -> ColumnElement[bool]:
     return and_(table.c.type == CLARIFICATION_TYPE, meta(PENDING_ID_KEY, table) == pending_id)
 
 
@@ -53,7 +53,7 @@ def session_is_live(table: Any = messages) -> ColumnElement[bool]:
     )
 
 
-def well_formed(pending_id: str, table: Any = messages) -> ColumnElement[bool]:
+def well_formed(pending_id: str | ColumnElement[str], table: Any = messages) -> ColumnElement[bool]:
     """No row shares the pending_id while differing in type, session or turn (§1.5)."""
     sibling = messages.alias("bundle_sibling")
     return not_(

@@ -11,13 +11,15 @@ pending.projection and clarification.pending_ids).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import BindParameter
 
 from kandev.board.models import Task
 from kandev.catalog.messages import (
@@ -213,10 +215,35 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
     ).order_by(current.c.started_at, current.c.id)
 
 
-async def _read(conn: AsyncConnection, where: ColumnElement[bool]) -> TaskView:
+# The statement of each way of choosing the sessions, built once: building and cache-keying a
+# statement this size costs more than running it. Values go in as bind parameters.
+_SESSION_ID: BindParameter[str] = bindparam("view_session_id")
+_TASK_STATE: BindParameter[str] = bindparam("view_task_state")
+_IDS: BindParameter[list[str]] = bindparam("view_ids", expanding=True)
+
+
+@functools.cache
+def _statement(choice: str) -> Any:
+    task_of_session = (
+        select(task_sessions.c.task_id).where(task_sessions.c.id == _SESSION_ID).scalar_subquery()
+    )
+    of_task = task_sessions.c.task_id == task_of_session
+    this_one = task_sessions.c.id == _SESSION_ID
+    task_state = select(tasks.c.state).where(tasks.c.id == task_of_session).scalar_subquery()
+    where = {
+        "session": this_one,
+        "session_task": of_task,
+        "session_or_changing_task": or_(this_one, and_(of_task, task_state != _TASK_STATE)),
+        "tasks": task_sessions.c.task_id.in_(_IDS),
+        "sessions": task_sessions.c.id.in_(_IDS),
+    }[choice]
+    return _facts_query(where)
+
+
+async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
     facts: list[SessionFacts] = []
     owners: dict[str, str] = {}
-    for row in (await conn.execute(_facts_query(where))).mappings():
+    for row in (await conn.execute(_statement(choice), params)).mappings():
         bundle = None
         if row["bundle_id"]:
             created = row["bundle_created"]
@@ -249,22 +276,21 @@ async def view_of_session_task(
     the caller may need the task's JSON: `all_sessions`, or `task_changing_to` a state the
     task is not in yet (the statement itself decides, so a task with a thousand sessions is
     read whole only when its state really changes)."""
-    task_of_session = (
-        select(task_sessions.c.task_id).where(task_sessions.c.id == session_id).scalar_subquery()
-    )
-    of_task = task_sessions.c.task_id == task_of_session
     if all_sessions:
-        return await _read(conn, of_task)
-    this_one = task_sessions.c.id == session_id
+        return await _read(conn, "session_task", view_session_id=session_id)
     if task_changing_to is None:
-        return await _read(conn, this_one)
-    task_state = select(tasks.c.state).where(tasks.c.id == task_of_session).scalar_subquery()
-    return await _read(conn, or_(this_one, and_(of_task, task_state != task_changing_to)))
+        return await _read(conn, "session", view_session_id=session_id)
+    return await _read(
+        conn,
+        "session_or_changing_task",
+        view_session_id=session_id,
+        view_task_state=task_changing_to,
+    )
 
 
 async def view_of_tasks(conn: AsyncConnection, task_ids: Sequence[str]) -> TaskView:
-    return await _read(conn, task_sessions.c.task_id.in_(sorted(set(task_ids))))
+    return await _read(conn, "tasks", view_ids=sorted(set(task_ids)))
 
 
 async def view_of_sessions(conn: AsyncConnection, session_ids: Sequence[str]) -> TaskView:
-    return await _read(conn, task_sessions.c.id.in_(sorted(set(session_ids))))
+    return await _read(conn, "sessions", view_ids=sorted(set(session_ids)))
