@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, FromClause, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    FromClause,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.sql import hangs_off_visible_workspace
@@ -63,24 +74,35 @@ async def change_task_state(conn: AsyncConnection, task_id: str, state: str, now
     return result.rowcount > 0
 
 
+@functools.cache
+def _change_state_statement(guarded_by_from: bool) -> Any:
+    """Built once per guard; every value a bind parameter."""
+    guard = (
+        tasks.c.state == bindparam("from_state")
+        if guarded_by_from
+        else tasks.c.state != bindparam("new_state")
+    )
+    return (
+        update(tasks)
+        .where(tasks.c.id == bindparam("task_id"), guard)
+        .values(
+            state=bindparam("new_state"),
+            updated_at=bindparam("now", type_=tasks.c.updated_at.type),
+        )
+        .returning(*tasks.c)
+    )
+
+
 async def change_task_state_returning(
     conn: AsyncConnection, task_id: str, state: str, now: datetime, *, only_from: str | None = None
 ) -> Task | None:
     """`change_task_state`, giving the changed row back (None: it already had that state,
     or was not in `only_from`)."""
-    guard = tasks.c.state == only_from if only_from is not None else tasks.c.state != state
-    row = (
-        (
-            await conn.execute(
-                update(tasks)
-                .where(tasks.c.id == task_id, guard)
-                .values(state=state, updated_at=now)
-                .returning(*tasks.c)
-            )
-        )
-        .mappings()
-        .first()
-    )
+    params = {"task_id": task_id, "new_state": state, "now": now}
+    if only_from is not None:
+        params["from_state"] = only_from
+    statement = _change_state_statement(only_from is not None)
+    row = (await conn.execute(statement, params)).mappings().first()
     return Task.from_row(row) if row else None
 
 

@@ -7,11 +7,12 @@ inside the caller's transaction (`async with db.write() as conn` or `db.read()`)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, insert, select
+from sqlalchemy import Select, bindparam, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -118,16 +119,26 @@ async def find_bundle_messages(conn: AsyncConnection, pending_id: str) -> list[M
     return await select_messages(conn, select(messages).where(of_bundle(pending_id)))
 
 
+@functools.cache
+def _authorizable_bundle_statement() -> Any:
+    joined, owner_columns = with_task_owner(messages, messages.c.task_id)
+    return (
+        select(messages, *owner_columns)
+        .select_from(joined)
+        .where(of_bundle(bindparam("pending_id")))
+        .order_by(*_ORDER)
+    )
+
+
 async def find_bundle_authorizable(
     conn: AsyncConnection, pending_id: str
 ) -> tuple[list[Message], dict[str, RowMapping]]:
     """`find_bundle_messages`, with the row the access rules authorize each named task from
-    (board.task_repository.with_task_owner), read by the same statement."""
-    joined, owner_columns = with_task_owner(messages, messages.c.task_id)
-    query = select(messages, *owner_columns).select_from(joined).where(of_bundle(pending_id))
+    (board.task_repository.with_task_owner), read by the same statement (built once)."""
     found: list[Message] = []
     tasks_by_id: dict[str, RowMapping] = {}
-    for row in (await conn.execute(query.order_by(*_ORDER))).mappings():
+    result = await conn.execute(_authorizable_bundle_statement(), {"pending_id": pending_id})
+    for row in result.mappings():
         found.append(Message.from_row(row))
         if row["task_id"]:
             tasks_by_id[row["task_id"]] = row

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -25,25 +26,26 @@ async def get_session_row(conn: AsyncConnection, session_id: str) -> RowMapping 
     )
 
 
+@functools.cache
+def _authorizable_statement(lock_turn: bool) -> Any:
+    """Built once per kind (`session_id` a bind parameter): the prompt's first read."""
+    joined, owner_columns = with_task_owner(task_sessions, task_sessions.c.task_id)
+    if lock_turn:
+        owner_columns.append(turn_lock_column(task_sessions.c.id).label("turn_lock"))
+    return (
+        select(task_sessions, *owner_columns)
+        .select_from(joined)
+        .where(task_sessions.c.id == bindparam("session_id"))
+    )
+
+
 async def get_session_authorizable(
     conn: AsyncConnection, session_id: str, *, lock_turn: bool = False
 ) -> tuple[Session, RowMapping] | None:
     """The session, and the row the access rules authorize its task from (one statement).
     `lock_turn`: on PostgreSQL the same statement takes the session's turn lock."""
-    joined, owner_columns = with_task_owner(task_sessions, task_sessions.c.task_id)
-    if lock_turn and conn.dialect.name == "postgresql":
-        owner_columns.append(turn_lock_column(task_sessions.c.id).label("turn_lock"))
-    row = (
-        (
-            await conn.execute(
-                select(task_sessions, *owner_columns)
-                .select_from(joined)
-                .where(task_sessions.c.id == session_id)
-            )
-        )
-        .mappings()
-        .first()
-    )
+    statement = _authorizable_statement(lock_turn and conn.dialect.name == "postgresql")
+    row = (await conn.execute(statement, {"session_id": session_id})).mappings().first()
     return (Session.from_row(row), row) if row is not None else None
 
 
@@ -120,23 +122,33 @@ async def set_state_unless_terminal(
     return result.rowcount > 0
 
 
+@functools.cache
+def _set_state_statement(extra: tuple[str, ...]) -> Any:
+    """Built once per set of extra columns; every value a bind parameter."""
+    values: dict[str, Any] = {
+        "state": bindparam("new_state"),
+        "updated_at": bindparam("now", type_=task_sessions.c.updated_at.type),
+    }
+    values.update(
+        {key: bindparam(f"extra_{key}", type_=task_sessions.c[key].type) for key in extra}
+    )
+    return (
+        update(task_sessions)
+        .where(
+            task_sessions.c.id == bindparam("session_id"),
+            task_sessions.c.state.not_in(TERMINAL_STATES),
+        )
+        .values(**values)
+        .returning(*task_sessions.c)
+    )
+
+
 async def set_state_returning(
     conn: AsyncConnection, session_id: str, state: str, now: datetime, **extra: Any
 ) -> Session | None:
     """`set_state_unless_terminal`, giving the changed row back (None: nothing changed)."""
-    row = (
-        (
-            await conn.execute(
-                update(task_sessions)
-                .where(
-                    task_sessions.c.id == session_id,
-                    task_sessions.c.state.not_in(TERMINAL_STATES),
-                )
-                .values(state=state, updated_at=now, **extra)
-                .returning(*task_sessions.c)
-            )
-        )
-        .mappings()
-        .first()
-    )
+    params = {"session_id": session_id, "new_state": state, "now": now}
+    params.update({f"extra_{key}": value for key, value in extra.items()})
+    statement = _set_state_statement(tuple(sorted(extra)))
+    row = (await conn.execute(statement, params)).mappings().first()
     return Session.from_row(row) if row else None
