@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from kandev.errors import ServerBusy
 from tests.perimeter.conftest import ADMIN
 
 INTERNAL = {"error": "internal error"}
@@ -47,6 +48,22 @@ async def test_unhandled_error_in_the_middleware_stack_is_a_json_500(
         r = await client.get("/api/v1/workspaces", headers={"Authorization": "Bearer x"})
     assert (r.status_code, r.json()) == (500, INTERNAL)
     assert "credential store unavailable" in caplog.text
+
+
+async def test_a_busy_database_in_the_middleware_stack_is_a_503_to_retry(
+    start: Callable[..., Any], http: Callable[[str], httpx.AsyncClient]
+) -> None:
+    """A full database queue met by the auth middleware's lookup (before any route runs)
+    answers like the routes do: 503 with Retry-After, not a 500."""
+    server = start(auth=True)
+
+    async def queued_too_long(raw: str) -> None:
+        raise ServerBusy("the database is busy; retry shortly", retry_after_seconds=2)
+
+    server.services.auth.resolve_bearer = queued_too_long  # runs inside AuthMiddleware
+    r = await http(server.url).get("/api/v1/workspaces", headers={"Authorization": "Bearer x"})
+    assert (r.status_code, r.json()) == (503, {"error": "the database is busy; retry shortly"})
+    assert r.headers["retry-after"] == "2"
 
 
 async def test_bad_last_event_id_is_a_400(

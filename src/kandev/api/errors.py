@@ -72,6 +72,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
         # Logged here, before the answer leaves; Starlette then re-raises and the perimeter
         # (outermost) swallows it, so the traceback is logged once and the connection kept.
+        if isinstance(exc, errors.ServerBusy):
+            # A full database queue met by a middleware (the auth lookup): retryable.
+            return await _domain(request, exc)
         logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return error_response(INTERNAL_ERROR_STATUS, INTERNAL_ERROR_MESSAGE)
 

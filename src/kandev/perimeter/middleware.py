@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kandev.errors import ServerBusy
 from kandev.perimeter.body import BodyTooLarge, ClientGone, declared_length, read_body, replay
 from kandev.perimeter.forwarded import FORWARDING_HEADERS
 from kandev.perimeter.nul import NUL, nul_in_form, nul_in_json, nul_in_query, nul_message
@@ -122,6 +123,15 @@ class PerimeterMiddleware:
 
         try:
             await self._guard(scope, receive, tracking_send)
+        except ServerBusy as exc:
+            # Raised before the app answered (e.g. by the auth middleware's token lookup
+            # waiting on a full database queue): as retryable as the app's own 503.
+            if complete:
+                return  # the app's own handler answered it (503, Retry-After)
+            if status:
+                raise
+            retry = [(b"retry-after", str(exc.retry_after_seconds).encode())]
+            await send_error(send, 503, exc.message, extra_headers=retry)
         except Exception:
             if complete:
                 # A whole answer is out. A 500 is the app's error handler, which logged the

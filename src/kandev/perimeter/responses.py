@@ -7,7 +7,13 @@ import json
 from starlette.types import Send
 
 
-async def send_error(send: Send, status: int, message: str, hint: str = "") -> None:
+async def send_error(
+    send: Send,
+    status: int,
+    message: str,
+    hint: str = "",
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     """`{"error": message}` (plus `"hint"`: what to do about it, when given) with `status`.
 
     The connection is kept: a body left unread (413) is then discarded by the server as it
@@ -19,6 +25,7 @@ async def send_error(send: Send, status: int, message: str, hint: str = "") -> N
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
+        *(extra_headers or []),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
