@@ -159,6 +159,8 @@ class Services:
 
     async def close(self) -> None:
         await self.orchestrator.shutdown()
+        # A permission call cancelled at the end leaves its expiry running: done first.
+        await self.permissions.settle_background()
         await self.db.dispose()
 
 

@@ -320,6 +320,11 @@ class PermissionService:
         if waiter is not None and not waiter.done():
             waiter.set_result(option_id)
 
+    async def settle_background(self, timeout: float = 5.0) -> None:
+        """Let background expiries finish (bounded) before the database goes away."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=timeout)
+
     def _in_background(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
