@@ -21,11 +21,8 @@ from kandev.clarification.claims import ClarificationStateError
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
-from kandev.pending.projection import (
-    pending_actions_for_sessions,
-    session_pending_action,
-    task_pending_action,
-)
+from kandev.pending.projection import session_pending_action, task_pending_action
+from kandev.pending.view import view_of_sessions
 from kandev.sessions.models import Message
 from kandev.sessions.turns import current_turn_id
 
@@ -216,8 +213,11 @@ async def finalize(
 
 
 async def actions(db: Database, session_ids: list[str]) -> dict[str, str]:
+    """The pending-action projection, as the one describing read (pending.view) gives it."""
     async with db.read() as conn:
-        return await pending_actions_for_sessions(conn, session_ids)
+        view = await view_of_sessions(conn, session_ids)
+    found = {sid: view.pending_action(sid) for sid in session_ids}
+    return {sid: action for sid, action in found.items() if action is not None}
 
 
 async def active_ids(db: Database, session_id: str = "s1") -> list[str]:

@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
-from kandev.pending.projection import pending_actions_for_sessions
 from kandev.pending.view import TaskView, view_of_session_task, view_of_sessions, view_of_tasks
 from kandev.sessions.models import Session
 
@@ -31,11 +30,6 @@ class PendingDescriber:
         self, conn: AsyncConnection, sessions: Sequence[Session]
     ) -> list[dict[str, Any]]:
         return await sessions_json(conn, sessions)
-
-    async def pending_actions(
-        self, conn: AsyncConnection, session_ids: list[str]
-    ) -> dict[str, str]:
-        return await pending_actions_for_sessions(conn, session_ids)
 
     async def view_of_session_task(
         self,

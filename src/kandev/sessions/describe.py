@@ -49,10 +49,6 @@ class SessionDescriber(TaskDescriber, Protocol):
         self, conn: AsyncConnection, sessions: Sequence[Session]
     ) -> list[dict[str, Any]]: ...
 
-    async def pending_actions(
-        self, conn: AsyncConnection, session_ids: list[str]
-    ) -> dict[str, str]: ...
-
     async def view_of_session_task(
         self,
         conn: AsyncConnection,
