@@ -60,3 +60,21 @@ class StatementCounter:
     def report(self) -> str:
         lines = [f"{len(self.statements)} statements, {self.transactions} transactions:"]
         return "\n  ".join(lines + self.statements)
+
+
+@contextmanager
+def selects_from(db: Database, table: str) -> Iterator[list[str]]:
+    """The SELECT statements naming `table` (a word of the SQL), as they run (any thread)."""
+    seen: list[str] = []
+    word = re.compile(rf"\b{re.escape(table)}\b")
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and word.search(statement):
+            seen.append(statement)
+
+    engine = db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

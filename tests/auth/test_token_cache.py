@@ -4,36 +4,24 @@ uvicorn on both databases, and the deletion racing a lookup in-process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
 import anyio
 import httpx
-from sqlalchemy import event
 
 from kandev.auth import repository as repo
 from kandev.auth.identity import Identity
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
 from tests.mcp.conftest import two_users
+from tests.statement_counter import selects_from
 
 
-@contextmanager
-def token_lookups(db: Database) -> Iterator[list[str]]:
-    """The statements that read auth_api_tokens, as they run (any thread)."""
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "auth_api_tokens" in statement:
-            seen.append(statement)
-
-    event.listen(db.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine.sync_engine, "before_cursor_execute", record)
+def token_lookups(db: Database) -> AbstractContextManager[list[str]]:
+    """The statements that read the auth_api_tokens table, as they run (any thread)."""
+    return selects_from(db, "auth_api_tokens")
 
 
 async def test_a_token_is_looked_up_once_and_refused_right_after_delete(

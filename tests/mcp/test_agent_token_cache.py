@@ -4,14 +4,11 @@ official MCP client, on both databases."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager
 
 import anyio
 import httpx
 import pytest
-from sqlalchemy import event
 
 from kandev.clock import ManualClock
 from kandev.db.engine import Database
@@ -26,22 +23,12 @@ from tests.mcp.conftest import (
     raw_post,
     two_users,
 )
+from tests.statement_counter import selects_from
 
 
-@contextmanager
-def token_lookups(db: Database) -> Iterator[list[str]]:
+def token_lookups(db: Database) -> AbstractContextManager[list[str]]:
     """The statements that read the agent_tokens table, as they run (any thread)."""
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "agent_tokens" in statement:
-            seen.append(statement)
-
-    event.listen(db.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine.sync_engine, "before_cursor_execute", record)
+    return selects_from(db, "agent_tokens")
 
 
 def assert_401(response: httpx.Response) -> None:
