@@ -9,13 +9,14 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from kandev.db.engine import Database
 from kandev.db.migrate import upgrade_to_head
 from kandev.db.tables import kandev_meta
 from kandev.errors import ServerBusy
 from kandev.mcp.errors import error_result
+from tests.db.test_transactions import bump_counter
 
 QUEUE_TIMEOUT_S = 0.3
 
@@ -44,16 +45,7 @@ async def test_many_more_transactions_than_the_pool_all_succeed_queued(db: Datab
             inside -= 1
 
     async def bump() -> None:
-        async with db.write() as conn:
-            query = select(kandev_meta.c.value).where(kandev_meta.c.key == "counter")
-            if db.is_postgres:
-                query = query.with_for_update()
-            value = int((await conn.execute(query)).scalar_one())
-            await conn.execute(
-                update(kandev_meta)
-                .where(kandev_meta.c.key == "counter")
-                .values(value=str(value + 1))
-            )
+        await bump_counter(db)
 
     n = 10 * db.max_transactions
     await asyncio.gather(*(f() for _ in range(n) for f in (read, bump)))

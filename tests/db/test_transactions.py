@@ -23,6 +23,19 @@ async def test_failed_write_leaves_nothing_behind(db: Database, clock: ManualClo
         assert (await conn.execute(select(func.count()).select_from(workspaces))).scalar() == 0
 
 
+async def bump_counter(db: Database) -> None:
+    """Read the meta counter and write it back +1 in one write transaction (row-locked on
+    PostgreSQL): lost updates show as a final count below the number of bumps."""
+    async with db.write() as conn:
+        query = select(kandev_meta.c.value).where(kandev_meta.c.key == "counter")
+        if db.is_postgres:
+            query = query.with_for_update()
+        value = int((await conn.execute(query)).scalar_one())
+        await conn.execute(
+            update(kandev_meta).where(kandev_meta.c.key == "counter").values(value=str(value + 1))
+        )
+
+
 async def test_concurrent_read_modify_write_loses_no_update(db: Database) -> None:
     """Twenty writers each read a counter and write it back +1 inside db.write().
 
@@ -33,16 +46,7 @@ async def test_concurrent_read_modify_write_loses_no_update(db: Database) -> Non
         await conn.execute(kandev_meta.insert().values(key="counter", value="0"))
 
     async def bump() -> None:
-        async with db.write() as conn:
-            query = select(kandev_meta.c.value).where(kandev_meta.c.key == "counter")
-            if db.is_postgres:
-                query = query.with_for_update()
-            value = int((await conn.execute(query)).scalar_one())
-            await conn.execute(
-                update(kandev_meta)
-                .where(kandev_meta.c.key == "counter")
-                .values(value=str(value + 1))
-            )
+        await bump_counter(db)
 
     async with anyio.create_task_group() as group:
         for _ in range(20):

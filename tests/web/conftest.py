@@ -152,3 +152,15 @@ def created(response: httpx.Response) -> dict:
 @pytest.fixture
 def board(rest) -> Board:
     return Board(rest)
+
+
+async def board_on_repository(client: httpx.AsyncClient, repo: Path) -> dict[str, str]:
+    """A workspace, a workflow and `repo` registered in it, over REST: the ids a task on the
+    repository is created with."""
+    ws = (await client.post("/api/v1/workspaces", json={"name": "W"})).json()
+    wf = (
+        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "F"})
+    ).json()
+    r = await client.post(f"/api/v1/workspaces/{ws['id']}/repositories", json={"path": str(repo)})
+    assert r.status_code == 201, r.text
+    return {"workspace_id": ws["id"], "workflow_id": wf["id"], "repository_id": r.json()["id"]}

@@ -13,6 +13,7 @@ from bs4 import BeautifulSoup
 from kandev.sessions import session_repository
 from tests.api_client import asgi_client
 from tests.repos.git_helpers import checkout_state, commit_all, git, make_repo
+from tests.web.conftest import board_on_repository
 
 HX = {"HX-Request": "true"}
 
@@ -21,16 +22,6 @@ HX = {"HX-Request": "true"}
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     async with asgi_client(tmp_path) as c:
         yield c
-
-
-async def _repository(client: httpx.AsyncClient, repo: Path) -> dict[str, str]:
-    ws = (await client.post("/api/v1/workspaces", json={"name": "W"})).json()
-    wf = (
-        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "F"})
-    ).json()
-    r = await client.post(f"/api/v1/workspaces/{ws['id']}/repositories", json={"path": str(repo)})
-    assert r.status_code == 201, r.text
-    return {"workspace_id": ws["id"], "workflow_id": wf["id"], "repository_id": r.json()["id"]}
 
 
 async def _task(client: httpx.AsyncClient, on: dict[str, str], title: str) -> tuple[dict, Path]:
@@ -53,7 +44,7 @@ async def test_the_commit_form_commits_the_worktree_with_the_message(
     client, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "project", {"app.py": "x = 1\n"})
-    task, path = await _task(client, await _repository(client, repo), "T")
+    task, path = await _task(client, await board_on_repository(client, repo), "T")
     (path / "app.py").write_text("x = 2\n")
     (path / "new.txt").write_text("hi\n")
     url = f"/tasks/{task['id']}/commit-form"
@@ -80,7 +71,7 @@ async def test_the_merge_form_lands_the_branch_on_the_base_branch(
     client, tmp_path: Path, strategy: str
 ) -> None:
     repo = make_repo(tmp_path / "project", {"app.py": "x = 1\n"})
-    task, path = await _task(client, await _repository(client, repo), "Feature")
+    task, path = await _task(client, await board_on_repository(client, repo), "Feature")
     (path / "app.py").write_text("x = 2\n")
     commit_all(path, "work")
     before = git(repo, "rev-parse", "main")
@@ -97,7 +88,7 @@ async def test_the_merge_form_lands_the_branch_on_the_base_branch(
 
 async def test_a_merge_conflict_lists_the_paths_and_changes_nothing(client, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "project", {"a.txt": "1\n", "b.txt": "1\n", "c.txt": "1\n"})
-    task, path = await _task(client, await _repository(client, repo), "T")
+    task, path = await _task(client, await board_on_repository(client, repo), "T")
     for name in ("a.txt", "b.txt"):
         (path / name).write_text("task\n")
         (repo / name).write_text("main\n")
@@ -121,7 +112,7 @@ async def test_the_panel_warns_of_open_tasks_changing_the_same_files(
     client, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "project", {"app.py": "x = 1\n", "other.py": "y = 1\n"})
-    on = await _repository(client, repo)
+    on = await board_on_repository(client, repo)
     mine, my_path = await _task(client, on, "Mine")
     theirs, their_path = await _task(client, on, "Theirs <b>")
     apart, apart_path = await _task(client, on, "Apart")

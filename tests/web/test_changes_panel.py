@@ -15,6 +15,7 @@ from kandev.sessions import session_repository
 from kandev.web.diff_view import diff_rows, file_views
 from tests.api_client import asgi_client
 from tests.repos.git_helpers import make_repo
+from tests.web.conftest import board_on_repository
 
 HX = {"HX-Request": "true"}
 MINUS = "\u2212"  # the panel's minus sign
@@ -27,16 +28,8 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def _task_with_worktree(client: httpx.AsyncClient, repo: Path) -> tuple[dict, Path]:
-    ws = (await client.post("/api/v1/workspaces", json={"name": "W"})).json()
-    wf = (
-        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "F"})
-    ).json()
-    r = await client.post(f"/api/v1/workspaces/{ws['id']}/repositories", json={"path": str(repo)})
-    assert r.status_code == 201, r.text
-    body = {"workspace_id": ws["id"], "workflow_id": wf["id"], "title": "T"}
-    task = (
-        await client.post("/api/v1/tasks", json={**body, "repository_id": r.json()["id"]})
-    ).json()
+    on = await board_on_repository(client, repo)
+    task = (await client.post("/api/v1/tasks", json={**on, "title": "T"})).json()
     created = (await client.post(f"/api/v1/tasks/{task['id']}/sessions", json={})).json()
     services = client.services  # type: ignore[attr-defined]
     async with services.db.read() as conn:

@@ -73,17 +73,13 @@ class SessionLifecycle:
         await self.recorder.publish_messages(rows)
         return len({m.metadata.get("pending_id") for m in rows})
 
-    async def turn_ending(self, session_id: str) -> bool:
-        """The turn is over: open questions stay answerable (detached); True while one is
-        open (the session waits for input and turn-complete automation does not run)."""
-        await self.detach_session(session_id)
-        return await has_open_question(self.db, session_id)
-
     async def turn_ending_in(
         self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
     ) -> bool:
-        """`turn_ending` inside the turn-end transaction: the view already says whether a
-        question is open, so a turn without one writes (and reads) nothing here."""
+        """The turn is over: open questions stay answerable (detached); True while one is
+        open (the session waits for input and turn-complete automation does not run).
+        Inside the turn-end transaction: the view already says whether a question is open,
+        so a turn without one writes (and reads) nothing here."""
         self.store.cancel_session(session_id)
         if not view.has_open_question(session_id):
             return False

@@ -174,14 +174,11 @@ class ClarificationService(ScopedService):
         """The session reached a terminal state: its active bundles expire."""
         return await self._lifecycle.expire_session(session_id)
 
-    async def turn_ending(self, session_id: str) -> bool:
-        """The turn is over: open questions stay answerable; True while one is open."""
-        return await self._lifecycle.turn_ending(session_id)
-
     async def turn_ending_in(
         self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
     ) -> bool:
-        """`turn_ending` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnding`)."""
+        """The turn is over (inside its end's transaction, a `sessions.turn_hooks.TurnEnding`):
+        open questions stay answerable (detached); True while one is open."""
         return await self._lifecycle.turn_ending_in(conn, session_id, view, events)
 
     def supersede_waiters(self, session_id: str) -> None:

@@ -264,17 +264,13 @@ class PermissionService:
 
     # --- expiry (turn lifecycle hooks, startup) -----------------------------------------
 
-    async def turn_ending(self, session_id: str) -> bool:
-        """The turn is over: its open requests expire (the agent's calls get cancelled).
-        Never makes the session wait."""
-        await self.expire_session(session_id)
-        return False
-
     async def turn_ending_in(
         self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents
     ) -> bool:
-        """`turn_ending` inside the turn-end transaction: only a session the view shows
-        with a pending request writes anything; its waiters wake once it committed."""
+        """The turn is over: its open requests expire (the agent's calls get cancelled);
+        never makes the session wait. Inside the turn-end transaction: only a session the
+        view shows with a pending request writes anything; its waiters wake once it
+        committed."""
         if not view.has_pending_permission(session_id):
             return False
         rows = await repo.expire_requests(conn, self.clock.now(), session_id=session_id)

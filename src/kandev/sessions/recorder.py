@@ -80,9 +80,6 @@ class SessionRecorder:
 
     # --- sessions -----------------------------------------------------------------------
 
-    async def session_json(self, conn: AsyncConnection, session: Session) -> dict[str, Any]:
-        return (await self.describer.sessions_json(conn, [session]))[0]
-
     async def view(
         self,
         conn: AsyncConnection,
@@ -146,10 +143,6 @@ class SessionRecorder:
             if only_from is not None and session.state not in only_from:
                 return False
             return await self._change_state(conn, events, view, session, state) is not None
-
-    async def owner_of(self, task_id: str) -> str:
-        async with self.db.read() as conn:
-            return await task_owner_id(conn, task_id)
 
     async def save_acp_session_id(self, session_id: str, acp_session_id: str) -> None:
         async with self.db.write() as conn:
