@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench import common
 from bench.common import free_port, percentile, print_json_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,39 +105,13 @@ def serve_bare(port: int, dsn: str) -> None:
 
 
 @contextmanager
-def served(argv: list[str], env: dict[str, str], log: Path, port: int) -> Iterator[str]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    tail = log.read_text(errors="replace").splitlines()[-20:]
-                    raise RuntimeError(f"{argv[2:4]} did not start:\n  " + "\n  ".join(tail))
-                time.sleep(0.05)  # noqa: sleep-ok (bounded start-up poll)
-            yield url
-        finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-@contextmanager
 def kandev(home: Path, database_url: str, kandev_src: str) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "KANDEV_HOME": str(home), "KANDEV_DATABASE_URL": database_url}
     if kandev_src:
         env["PYTHONPATH"] = kandev_src
     argv = [sys.executable, "-m", "kandev", "serve", "--port", str(port)]
-    with served(argv, env, home / "server.log", port) as url:
+    with common.served(argv, env, home / "server.log", port, "kandev serve") as (url, _):
         yield url
 
 
@@ -146,7 +119,7 @@ def kandev(home: Path, database_url: str, kandev_src: str) -> Iterator[str]:
 def bare(home: Path, dsn: str) -> Iterator[str]:
     port = free_port()
     argv = [sys.executable, "-m", "bench.bench_burst", "--serve-bare", str(port), "--dsn", dsn]
-    with served(argv, {**os.environ}, home / "bare.log", port) as url:
+    with common.served(argv, {**os.environ}, home / "bare.log", port, "the bare app") as (url, _):
         yield url
 
 

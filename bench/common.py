@@ -85,7 +85,7 @@ def kandev_server(
     env.pop("KANDEV_DATABASE_URL", None)
     if database_url:
         env["KANDEV_DATABASE_URL"] = database_url
-    with _served(
+    with served(
         [sys.executable, "-m", "kandev", "serve", "--port", str(port), *extra],
         env,
         data_dir / "server.log",
@@ -99,7 +99,7 @@ def kandev_server(
 def bare_server(log_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """The bare same-stack app (bench/bare_apps.py) on a free loopback port."""
     port = free_port()
-    with _served(
+    with served(
         [sys.executable, "-m", "bench.bare_apps", "--port", str(port)],
         {**os.environ},
         log_dir / "bare.log",
@@ -110,7 +110,7 @@ def bare_server(log_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
 
 
 @contextmanager
-def _served(
+def served(
     argv: list[str], env: dict[str, str], log_path: Path, port: int, what: str
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
