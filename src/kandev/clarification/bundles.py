@@ -34,6 +34,7 @@ from kandev.clarification.predicates import (
     of_bundle,
     on_current_turn,
 )
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
 
@@ -152,7 +153,7 @@ async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[M
         conn,
         select(messages).where(
             messages.c.session_id == session_id,
-            messages.c.type == CLARIFICATION_TYPE,
+            messages.c.type == constant(CLARIFICATION_TYPE),
             is_pending(),
             on_current_turn(session_id=session_id),
         ),

@@ -68,6 +68,7 @@ from kandev.clarification.predicates import (
 )
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_remove_keys, json_set_keys, json_truthy
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
@@ -415,7 +416,7 @@ async def detach_active(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == CLARIFICATION_TYPE,
+                messages.c.type == constant(CLARIFICATION_TYPE),
                 is_pending(),
                 not_(json_truthy(messages.c.metadata, AGENT_DISCONNECTED_KEY)),
                 on_current_turn(session_id=session_id),
@@ -443,7 +444,7 @@ async def expire_active_bundles(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == CLARIFICATION_TYPE,
+                messages.c.type == constant(CLARIFICATION_TYPE),
                 is_pending(),
                 func.coalesce(meta(PENDING_ID_KEY), "") != "",
                 on_current_turn(session_id=session_id),

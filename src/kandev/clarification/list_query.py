@@ -41,7 +41,6 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import BindParameter
 
 from kandev.access.sql import hangs_off_visible_workspace
@@ -64,34 +63,13 @@ from kandev.clarification.predicates import (
 )
 from kandev.clock import isoformat
 from kandev.db.json_sql import json_key_text, json_truthy
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.db.tables import tasks
 
 PENDING_INDEX = "ix_task_session_messages_pending_clarification"
 _SECOND = timedelta(seconds=1)
-
-
-def _inline(clause: ColumnElement[bool]) -> ColumnElement[bool]:
-    """The same predicate with its constants sent as SQL literals, not bind parameters.
-
-    A planner can only use a partial index when it can prove the index's WHERE from the
-    query's; neither SQLite nor a generic PostgreSQL plan can see through a `?` / `$1`.
-    Only for clauses made of constants (never caller input).
-    """
-
-    def literal(element: Any, **kw: Any) -> Any:
-        if isinstance(element, BindParameter):
-            return bindparam(
-                None,
-                element.value,
-                type_=element.type,
-                expanding=element.expanding,
-                literal_execute=True,
-            )
-        return None
-
-    return visitors.replacement_traverse(clause, {}, literal)
 
 
 def _flag(condition: ColumnElement[bool]) -> ColumnElement[int]:
@@ -126,8 +104,8 @@ def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
     task = tasks.alias("pending_task")
     resolved_task_id = func.coalesce(func.nullif(row.c.task_id, ""), session.c.task_id)
     conditions = [
-        _inline(row.c.type == TYPE),  # these two terms are the partial index's WHERE
-        _inline(is_pending(row)),
+        row.c.type == constant(TYPE),  # these two terms are the partial index's WHERE (literals)
+        is_pending(row),
         *_visibility(task, bindparam("user_id", type_=Text()) if scoped else None),
     ]
     if by_workspace:

@@ -20,6 +20,7 @@ from kandev.catalog.messages import (
 )
 from kandev.catalog.states import TERMINAL_STATES
 from kandev.db.json_sql import json_key_text, json_truthy
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.sessions.turns import current_turn_id_subquery
@@ -30,12 +31,16 @@ def meta(key: str, table: Any = messages) -> ColumnElement[str]:
 
 
 def of_bundle(pending_id: str | ColumnElement[str], table: Any = messages) -> ColumnElement[bool]:
-    return and_(table.c.type == CLARIFICATION_TYPE, meta(PENDING_ID_KEY, table) == pending_id)
+    return and_(
+        table.c.type == constant(CLARIFICATION_TYPE), meta(PENDING_ID_KEY, table) == pending_id
+    )
 
 
 def is_pending(table: Any = messages) -> ColumnElement[bool]:
     """Absent, '', JSON null and 'pending' count; an unrecognized status does not (§1.3)."""
-    return func.coalesce(meta(STATUS_KEY, table), "").in_(["", PENDING])
+    return func.coalesce(meta(STATUS_KEY, table), constant("")).in_(
+        [constant(""), constant(PENDING)]
+    )
 
 
 def on_current_turn(table: Any = messages, session_id: str | None = None) -> ColumnElement[bool]:
@@ -60,7 +65,7 @@ def well_formed(pending_id: str | ColumnElement[str], table: Any = messages) -> 
         exists().where(
             meta(PENDING_ID_KEY, sibling) == pending_id,
             or_(
-                sibling.c.type != CLARIFICATION_TYPE,
+                sibling.c.type != constant(CLARIFICATION_TYPE),
                 sibling.c.session_id != table.c.session_id,
                 sibling.c.turn_id.is_distinct_from(table.c.turn_id),
             ),

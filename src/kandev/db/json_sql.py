@@ -11,17 +11,20 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnClause, KeyedColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 
+from kandev.db.sql_literals import constant
 from kandev.db.types import json_column_type
 
 
 def json_text(column: KeyedColumnElement, key: str) -> ColumnElement[str]:
-    """metadata->>'key' as text ('' when absent). SQLite gives 1 for JSON true, PG 'true'."""
-    return func.coalesce(cast(column[key].as_string(), Text), "")
+    """metadata->>'key' as text ('' when absent). SQLite gives 1 for JSON true, PG 'true'.
+
+    Key and defaults are SQL literals (kandev.db.sql_literals says why)."""
+    return func.coalesce(cast(json_key_text(column, key), Text), constant(""))
 
 
 def json_truthy(column: KeyedColumnElement, key: str) -> ColumnElement[bool]:
     """The flag is set: JSON true, "true", "1" or 1 — as the original's predicates read it."""
-    return json_text(column, key).in_(["true", "1"])
+    return json_text(column, key).in_([constant("true"), constant("1")])
 
 
 # --- keyed reads and in-place writes, rendered per dialect ------------------------------

@@ -376,6 +376,33 @@ Index(
     postgresql_where=_still_pending_clarification,
 )
 
+# The two permission questions every state change asks (kandev.pending.view, migration
+# 0010), each answered without walking the session's history: "the latest permission
+# request of this turn" (only permission rows, in order) and "is any permission request of
+# the session pending" (only the pending ones). Partial, so neither competes with the
+# clarification indexes for the clarification lookups.
+_permission_row = task_session_messages.c.type == "permission_request"
+Index(
+    "ix_task_session_messages_turn_permissions",
+    task_session_messages.c.turn_id,
+    task_session_messages.c.created_at,
+    task_session_messages.c.id,
+    sqlite_where=_permission_row,
+    postgresql_where=_permission_row,
+)
+_still_pending_permission = and_(
+    _permission_row,
+    func.coalesce(json_key_text(task_session_messages.c.metadata, "status"), "").in_(
+        ["", "pending"]
+    ),
+)
+Index(
+    "ix_task_session_messages_pending_permission",
+    task_session_messages.c.session_id,
+    sqlite_where=_still_pending_permission,
+    postgresql_where=_still_pending_permission,
+)
+
 queued_prompts = Table(
     "queued_prompts",
     metadata,

@@ -31,10 +31,10 @@ from kandev.catalog.messages import (
     PERMISSION_TYPE,
     STATUS_KEY,
 )
-from kandev.clarification.list_query import _inline
 from kandev.clarification.pending_ids import task_pending_clarification_id
 from kandev.clarification.predicates import is_pending, meta
 from kandev.db.json_sql import json_key_text
+from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
 from kandev.db.tables import task_session_messages as messages
 from kandev.pending.projection import task_pending_action
@@ -159,24 +159,31 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
     described = select(
         task_sessions, current_turn_id_subquery(task_sessions.c.id).label("current_turn_id")
     ).where(where)
-    current = described.subquery("described")
+    # Materialized: the current turn is found once per session, not once per column below
+    # (both planners would otherwise inline the subquery and re-run it in every EXISTS).
+    current = described.cte("described").prefix_with("MATERIALIZED")
     on_turn = (
         messages.c.session_id == current.c.id,
         messages.c.turn_id == current.c.current_turn_id,
     )
-    clarification = exists().where(
-        *on_turn, _inline(messages.c.type == CLARIFICATION_TYPE), _inline(is_pending())
-    )
+    # Constants as SQL literals (kandev.db.sql_literals): the partial indexes' WHERE terms.
+    pending_question = (messages.c.type == constant(CLARIFICATION_TYPE), is_pending())
+    clarification = exists().where(*on_turn, *pending_question)
+    # By turn alone (a turn id names its session): the partial (turn_id, created_at, id) index
+    # answers it without walking the session's history.
     permission_status = (
-        select(func.coalesce(meta(STATUS_KEY), ""))
-        .where(*on_turn, messages.c.type == PERMISSION_TYPE)
+        select(func.coalesce(meta(STATUS_KEY), constant("")))
+        .where(
+            messages.c.turn_id == current.c.current_turn_id,
+            messages.c.type == constant(PERMISSION_TYPE),
+        )
         .order_by(messages.c.created_at.desc(), messages.c.id.desc())
         .limit(1)
         .scalar_subquery()
     )
-    permission_pending = exists().where(
+    permission_pending = exists().where(  # the partial pending-permission index's WHERE
         messages.c.session_id == current.c.id,
-        messages.c.type == PERMISSION_TYPE,
+        messages.c.type == constant(PERMISSION_TYPE),
         is_pending(),
     )
     pending_id = json_key_text(messages.c.metadata, PENDING_ID_KEY)
@@ -184,9 +191,8 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         select(pending_id.label("pending_id"), func.min(messages.c.created_at).label("created"))
         .where(
             *on_turn,
-            _inline(messages.c.type == CLARIFICATION_TYPE),
-            _inline(is_pending()),
-            func.coalesce(pending_id, "") != "",
+            *pending_question,
+            func.coalesce(pending_id, constant("")) != constant(""),
         )
         .group_by(pending_id)
         .order_by(func.min(messages.c.created_at), pending_id)

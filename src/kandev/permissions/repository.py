@@ -28,6 +28,7 @@ from kandev.catalog.messages import (
 )
 from kandev.clarification.predicates import is_pending, meta, on_current_turn, session_is_live
 from kandev.db.json_sql import json_set_keys
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import tasks
 from kandev.sessions import message_repository as messages_repo
@@ -37,13 +38,16 @@ _ORDER = (messages.c.created_at, messages.c.id)
 
 
 def of_request(pending_id: str) -> ColumnElement[bool]:
-    return and_(messages.c.type == PERMISSION_TYPE, meta(PENDING_ID_KEY) == pending_id)
+    return and_(messages.c.type == constant(PERMISSION_TYPE), meta(PENDING_ID_KEY) == pending_id)
 
 
 def is_open() -> ColumnElement[bool]:
     """Pending, on its session's current turn, the session not ended."""
     return and_(
-        messages.c.type == PERMISSION_TYPE, is_pending(), session_is_live(), on_current_turn()
+        messages.c.type == constant(PERMISSION_TYPE),
+        is_pending(),
+        session_is_live(),
+        on_current_turn(),
     )
 
 
@@ -130,7 +134,7 @@ async def expire_requests(
     conn: AsyncConnection, now: datetime, *, session_id: str | None = None
 ) -> list[Message]:
     """Pending requests (of one session, or all: startup) become expired."""
-    conditions = [messages.c.type == PERMISSION_TYPE, is_pending()]
+    conditions = [messages.c.type == constant(PERMISSION_TYPE), is_pending()]
     if session_id is not None:
         conditions.append(messages.c.session_id == session_id)
     return _messages(

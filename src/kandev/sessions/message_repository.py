@@ -8,6 +8,7 @@ from typing import Any, Literal
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.db.json_sql import json_key_text
 from kandev.db.tables import queued_prompts
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
@@ -48,7 +49,8 @@ async def find_message_by_key(
                 .where(
                     messages.c.session_id == session_id,
                     messages.c.turn_id == turn_id,
-                    messages.c.metadata["stream_key"].as_string() == key,
+                    json_key_text(messages.c.metadata, "stream_key")
+                    == key,  # key inline: see sql_literals
                 )
                 .order_by(messages.c.created_at.desc(), messages.c.id.desc())
                 .limit(1)
