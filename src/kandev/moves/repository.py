@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists, insert, select
+from sqlalchemy import bindparam, delete, exists, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -143,23 +143,26 @@ class TurnEndFacts:
     step_events: dict[str, Any]
 
 
+# Read at every turn's end: built once, values as parameters.
+_TURN_END_FACTS = (
+    select(
+        exists()
+        .where(pending_moves.c.session_id == bindparam("session_id"))
+        .label("has_pending_move"),
+        workflow_steps.c.name,
+        workflow_steps.c.events,
+    )
+    .select_from(tasks.outerjoin(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id))
+    .where(tasks.c.id == bindparam("task_id"))
+)
+
+
 async def turn_end_facts(
     conn: AsyncConnection, session_id: str, task_id: str
 ) -> TurnEndFacts | None:
     """One statement; None when the task is gone."""
-    row = (
-        await conn.execute(
-            select(
-                exists().where(pending_moves.c.session_id == session_id).label("has_pending_move"),
-                workflow_steps.c.name,
-                workflow_steps.c.events,
-            )
-            .select_from(
-                tasks.outerjoin(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id)
-            )
-            .where(tasks.c.id == task_id)
-        )
-    ).first()
+    params = {"session_id": session_id, "task_id": task_id}
+    row = (await conn.execute(_TURN_END_FACTS, params)).first()
     if row is None:
         return None
     return TurnEndFacts(bool(row.has_pending_move), row.name, dict(row.events or {}))

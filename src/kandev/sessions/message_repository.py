@@ -13,11 +13,14 @@ from kandev.db.tables import queued_prompts
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
 
+# Built once: the values go in as parameters, so each insert skips building a statement.
+_INSERT = insert(messages)
+
 
 async def insert_message(conn: AsyncConnection, values: dict[str, Any]) -> Message:
     row = {"author_id": "", "requests_input": False, "metadata": {}, **values}
     row.setdefault("updated_at", row["created_at"])
-    await conn.execute(insert(messages).values(**row))
+    await conn.execute(_INSERT, row)
     return Message.from_row(row)  # type: ignore[arg-type]
 
 
@@ -49,8 +52,7 @@ async def find_message_by_key(
                 .where(
                     messages.c.session_id == session_id,
                     messages.c.turn_id == turn_id,
-                    json_key_text(messages.c.metadata, "stream_key")
-                    == key,  # key inline: see sql_literals
+                    json_key_text(messages.c.metadata, "stream_key") == key,
                 )
                 .order_by(messages.c.created_at.desc(), messages.c.id.desc())
                 .limit(1)

@@ -6,11 +6,22 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.db.tables import task_session_turns as turns
 from kandev.sessions.models import Turn
+
+# The two statements of every turn, built once (values as parameters).
+_INSERT = insert(turns)
+_COMPLETE = (
+    update(turns)
+    .where(turns.c.id == bindparam("turn_id"), turns.c.completed_at.is_(None))
+    .values(
+        completed_at=bindparam("now", type_=turns.c.completed_at.type),
+        updated_at=bindparam("now", type_=turns.c.updated_at.type),
+    )
+)
 
 
 async def insert_turn(
@@ -32,7 +43,7 @@ async def insert_turn(
         created_at=now,
         updated_at=now,
     )
-    await conn.execute(insert(turns).values(**asdict(turn)))
+    await conn.execute(_INSERT, asdict(turn))
     return turn
 
 
@@ -42,11 +53,7 @@ async def get_turn(conn: AsyncConnection, turn_id: str) -> Turn | None:
 
 
 async def complete_turn(conn: AsyncConnection, turn_id: str, now: datetime) -> bool:
-    result = await conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id, turns.c.completed_at.is_(None))
-        .values(completed_at=now, updated_at=now)
-    )
+    result = await conn.execute(_COMPLETE, {"turn_id": turn_id, "now": now})
     return result.rowcount > 0
 
 
