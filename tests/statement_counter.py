@@ -19,10 +19,31 @@ from kandev.db.engine import Database
 
 _CONTROL = re.compile(r"\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
 
+# A bound value where a planner compares the query with a partial index's WHERE
+# (task_session_messages has them): `type = ?`, a JSON path `?`, a COALESCE default `?`, a
+# status `IN (?, …)`. SQLite re-plans such a statement on every execution, so the
+# code's constants must be SQL literals there (kandev.db.sql_literals). Caller values compared
+# with plain columns (`id = ?`, `id IN (?)`) are fine.
+_BOUND_CONSTANT = re.compile(
+    r"\btype\s*(=|!=|<>)\s*(\?|\$\d)"
+    r"|json_extract\([^()]*,\s*(\?|\$\d)\s*\)"
+    r"|->>?\s*(\?|\$\d)"
+    r"|coalesce\((?:[^()]|\([^()]*\))*,\s*(\?|\$\d)\s*\)"
+    r"|'\$?\.?status'\)*\s*,\s*'[^']*'\)\s+(NOT\s+)?IN\s*\(\s*(\?|\$\d)",
+    re.IGNORECASE,
+)
+
+
+def bound_constants(statements: list[str], table: str = "task_session_messages") -> list[str]:
+    """The statements on `table` that send one of the code's constants as a bind parameter
+    where a partial index's WHERE is proved (see _BOUND_CONSTANT)."""
+    return [s for s in statements if table in s and _BOUND_CONSTANT.search(s)]
+
 
 class StatementCounter:
     def __init__(self, db: Database) -> None:
         self.statements: list[str] = []
+        self.full_statements: list[str] = []  # untruncated, for checks of the SQL itself
         self.transactions = 0
         self._on = False
         self._engine = db.engine.sync_engine
@@ -35,7 +56,8 @@ class StatementCounter:
 
     def _statement(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if self._on and not _CONTROL.match(statement):
-            self.statements.append(" ".join(statement.split())[:160])
+            self.full_statements.append(" ".join(statement.split()))
+            self.statements.append(self.full_statements[-1][:160])
 
     def _begin(self, _conn: Any) -> None:
         if self._on:
@@ -43,6 +65,7 @@ class StatementCounter:
 
     def start(self) -> None:
         self.statements.clear()
+        self.full_statements.clear()
         self.transactions = 0
         self._on = True
 

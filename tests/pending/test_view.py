@@ -3,13 +3,14 @@ the task's JSON may be needed (both databases)."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import update
 
 from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.catalog.states import TASK_IN_PROGRESS, TASK_REVIEW
 from kandev.clarification.inputs import RequestInput
 from kandev.db.tables import tasks
-from kandev.pending.view import view_of_session_task
+from kandev.pending.view import _statement, view_of_session_task
 from kandev.services import Services
 from kandev.sessions.inputs import SessionCreate
 
@@ -75,3 +76,38 @@ async def test_the_task_json_carries_a_siblings_question(services: Services) -> 
     assert only_other.session(ids[0]) is None  # not read when not asked for
     # The same JSON the task service gives.
     assert seen_from_other.task_json(task) == await services.presenter.task(task)
+
+
+async def test_sqlite_describes_a_session_from_indexes_not_its_history(
+    services: Services,
+) -> None:
+    """Each way of choosing sessions reads task_session_messages through the turn and the
+    partial (pending) indexes only — never by walking the session's history (its
+    created_at index) or the whole table — and finds the current turn once (materialized).
+    The plan is SQLite's; PostgreSQL's planner picks by table statistics."""
+    if services.db.engine.dialect.name != "sqlite":
+        pytest.skip("the plan asserted is SQLite's")
+    task_id, ids = await _task_with_sessions(services, 2)
+    values = {
+        "view_session_id": ids[0],
+        "view_task_state": TASK_IN_PROGRESS,
+        "view_ids": [ids[0], task_id],
+    }
+    for choice in ("session", "session_task", "session_or_changing_task", "tasks", "sessions"):
+        statement = _statement(choice)
+        dialect = services.db.engine.dialect
+        names = {b.key for b in statement.compile(dialect=dialect).binds.values()}
+        bound = statement.params({k: v for k, v in values.items() if k in names})
+        sql = str(bound.compile(dialect=dialect, compile_kwargs=_LITERAL))
+        async with services.db.read() as conn:
+            plan = [row[3] for row in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)]
+        reads = [p for p in plan if "task_session_messages" in p]
+        assert reads and all("USING" in p and "INDEX" in p for p in reads), (choice, plan)
+        assert not any("session_created" in p for p in reads), (choice, plan)
+        used = " ".join(reads)
+        for index in ("pending_permission", "turn_permissions", "pending_clarification"):
+            assert f"ix_task_session_messages_{index}" in used, (choice, index, plan)
+        assert "MATERIALIZE described" in plan, (choice, plan)
+
+
+_LITERAL = {"literal_binds": True, "render_postcompile": True}

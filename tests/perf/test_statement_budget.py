@@ -5,6 +5,8 @@ databases, with a statement counter on the engine — so a regression fails CI.
   authorizes it, the claim, the delivered mark with the session back to RUNNING).
 - A prompt turn of a real ACP agent process: ≤ 12 statements, ≤ 4 transactions (the prompt,
   the agent's message, the turn's end with everything the layers above do at it).
+- Neither sends one of the code's constants as a bind parameter where a partial index of
+  task_session_messages is proved: SQLite would re-plan that statement on every execution.
 
 PostgreSQL counts its lock statements (turn lock, row locks) like any other statement.
 """
@@ -28,7 +30,7 @@ from kandev.events.bus import EventStream
 from kandev.services import Services
 from kandev.sessions.inputs import MessagePageQuery, SessionCreate
 from tests.clarification.test_repository import wait_for_lock_waiter
-from tests.statement_counter import StatementCounter
+from tests.statement_counter import StatementCounter, bound_constants
 
 ANSWER_STATEMENTS, ANSWER_TRANSACTIONS = 10, 3
 TURN_STATEMENTS, TURN_TRANSACTIONS = 12, 4
@@ -97,6 +99,7 @@ async def test_an_answer_reaching_a_blocked_agent_is_within_budget(
         print(f"answer {round_} ({caller and caller.user_id}): {counter.report()}")
     assert len(counter.statements) <= ANSWER_STATEMENTS, counter.report()
     assert counter.transactions <= ANSWER_TRANSACTIONS, counter.report()
+    assert bound_constants(counter.full_statements) == []  # no re-planning on every answer
     stream.close()
 
 
@@ -132,6 +135,7 @@ async def test_a_prompt_turn_is_within_budget(
             continue
         assert len(counter.statements) <= TURN_STATEMENTS, counter.report()
         assert counter.transactions <= TURN_TRANSACTIONS, counter.report()
+        assert bound_constants(counter.full_statements) == []  # nor on every turn
     messages, _ = await services.sessions.list_messages(session["id"], MessagePageQuery())
     replies = [m.content for m in messages if m.author_type == "agent"]
     assert replies == ["ok", "ok", "ok"], replies  # every turn's reply was recorded

@@ -240,8 +240,8 @@ def _completable(pending_id: Any, status: str, answers: int) -> ColumnElement[bo
     """No pending row of the bundle that this claim could not complete: one without a
     question_id, or (answered) one whose question has no response (`answered`)."""
     sibling = messages.alias("claimed_sibling")
-    question_id = func.coalesce(meta(QUESTION_ID_KEY, sibling), "")
-    incomplete: ColumnElement[bool] = question_id == ""
+    question_id = func.coalesce(meta(QUESTION_ID_KEY, sibling), constant(""))
+    incomplete: ColumnElement[bool] = question_id == constant("")
     if status == ANSWERED:
         unanswered = (
             question_id.not_in(bindparam("answered", expanding=True)) if answers else true()
@@ -446,7 +446,7 @@ async def expire_active_bundles(
                 messages.c.session_id == session_id,
                 messages.c.type == constant(CLARIFICATION_TYPE),
                 is_pending(),
-                func.coalesce(meta(PENDING_ID_KEY), "") != "",
+                func.coalesce(meta(PENDING_ID_KEY), constant("")) != constant(""),
                 on_current_turn(session_id=session_id),
             )
             .values(

@@ -102,7 +102,7 @@ def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
     row = messages.alias("pending_row")
     session = sessions.alias("pending_session")
     task = tasks.alias("pending_task")
-    resolved_task_id = func.coalesce(func.nullif(row.c.task_id, ""), session.c.task_id)
+    resolved_task_id = func.coalesce(func.nullif(row.c.task_id, constant("")), session.c.task_id)
     conditions = [
         row.c.type == constant(TYPE),  # these two terms are the partial index's WHERE (literals)
         is_pending(row),
@@ -161,7 +161,9 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
     # Over ALL rows of each active bundle (well formed: one session, one turn, one type).
     row = messages.alias("bundle_row")
     meta = row.c.metadata
-    row_task_id = func.coalesce(func.nullif(row.c.task_id, ""), active.c.session_task_id)
+    row_task_id = func.coalesce(func.nullif(row.c.task_id, constant("")), active.c.session_task_id)
+    empty = constant("")
+    no_question_id = func.coalesce(json_key_text(meta, QUESTION_ID_KEY), empty) == empty
     bundle = (
         select(
             active.c.pending_id,
@@ -170,7 +172,7 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
             func.min(row.c.created_at).label("created_at"),  # D1
             # Rows that resolve to different tasks (only hand-edited data): no one task.
             _flag(row_task_id != active.c.task_id).label("task_mismatch"),
-            _flag(func.coalesce(json_key_text(meta, QUESTION_ID_KEY), "") == "").label(
+            _flag(no_question_id).label(
                 "missing_question_id"  # L16
             ),
             _flag(json_truthy(meta, PARENT_QUESTION_KEY)).label("parent_question"),
