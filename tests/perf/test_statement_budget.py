@@ -2,7 +2,8 @@
 databases, with a statement counter on the engine — so a regression fails CI.
 
 - An answer reaching a blocked agent: ≤ 10 statements, ≤ 3 transactions (the read that
-  authorizes it, the claim, the delivered mark with the session back to RUNNING).
+  authorizes it, the claim, the delivered mark with the session back to RUNNING); a losing
+  answer ≤ 4 statements, ≤ 2 transactions (no read of its own after the failed claim).
 - A prompt turn of a real ACP agent process: ≤ 12 statements, ≤ 4 transactions (the prompt,
   the agent's message, the turn's end with everything the layers above do at it).
 - Neither sends one of the code's constants as a bind parameter where a partial index of
@@ -33,6 +34,9 @@ from tests.clarification.test_repository import wait_for_lock_waiter
 from tests.statement_counter import StatementCounter, bound_constants
 
 ANSWER_STATEMENTS, ANSWER_TRANSACTIONS = 10, 3
+# A losing answer: the authorizing read, then the failed claim and the one read of the
+# bundle it replays, in the claim's transaction (PostgreSQL adds its lock statement).
+LOSER_STATEMENTS, LOSER_TRANSACTIONS = 4, 2
 TURN_STATEMENTS, TURN_TRANSACTIONS = 12, 4
 SCRIPTED_AGENT = str(Path(__file__).resolve().parents[1] / "agents" / "scripted_agent.py")
 QUESTIONS = [
@@ -100,6 +104,14 @@ async def test_an_answer_reaching_a_blocked_agent_is_within_budget(
     assert len(counter.statements) <= ANSWER_STATEMENTS, counter.report()
     assert counter.transactions <= ANSWER_TRANSACTIONS, counter.report()
     assert bound_constants(counter.full_statements) == []  # no re-planning on every answer
+    with counter.counting(), acting_as(caller):  # a late answerer loses, told what won
+        lost = await services.clarifications.resolve_bundle(
+            item["pending_id"], [{"question_id": "q", "selected_options": ["no"]}], False, ""
+        )
+    assert lost["claimed"] is False and lost["status"] == "answered", lost
+    assert "yes" in str(lost), lost  # the winner's answer, replayed
+    assert len(counter.statements) <= LOSER_STATEMENTS, counter.report()
+    assert counter.transactions <= LOSER_TRANSACTIONS, counter.report()
     stream.close()
 
 

@@ -13,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.identity import current_identity
 from kandev.catalog import messages as kinds
-from kandev.clarification.bundles import find_bundle_messages
 from kandev.clarification.claims import claim_active_bundle
 from kandev.clarification.delivery import AnswerDelivery
 from kandev.clarification.outcome import Outcome, validate_outcome
@@ -72,6 +71,7 @@ class ResolveBundle:
         bundle = await self.reader.authorized_bundle(pending_id)
         outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
         events = PendingEvents(self.recorder.bus)
+        seen: list[Message] = []  # a loser's replay: the bundle as the failed claim left it
         async with self.db.write() as conn:
             claimed = await claim_active_bundle(
                 conn,
@@ -82,13 +82,14 @@ class ResolveBundle:
                 self.clock.now(),
                 reject_reason=outcome.reject_reason if outcome.rejected else "",
                 session_ids=sorted({m.session_id for m in bundle.messages}),
+                seen=seen,
             )
             if claimed is not None:
                 answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
                 view = await self.recorder.view(conn, bundle.session_id)
                 self.recorder.message_events(events, view, [answer], added=True)
         if claimed is None:
-            return await self._loser(pending_id)
+            return self._loser(pending_id, seen)
         log_event(
             log,
             logging.INFO,
@@ -143,10 +144,11 @@ class ResolveBundle:
             },
         )
 
-    async def _loser(self, pending_id: str) -> dict[str, Any]:
-        """R2: one re-read, no retry. A terminal status means a winner exists: replay it."""
-        async with self.db.read() as conn:
-            rows = sorted(await find_bundle_messages(conn, pending_id), key=question_order)
+    @staticmethod
+    def _loser(pending_id: str, seen: list[Message]) -> dict[str, Any]:
+        """R2: one re-read (the claim's own, `seen`), no retry. A terminal status means a
+        winner exists: replay it."""
+        rows = sorted(seen, key=question_order)
         decided = [m for m in rows if m.metadata.get("status") in (kinds.ANSWERED, kinds.REJECTED)]
         if not decided:
             raise Conflict(NO_LONGER_ACTIVE)

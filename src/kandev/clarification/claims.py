@@ -56,7 +56,7 @@ from kandev.catalog.messages import (
     STATUS_KEY,
     VIA_TOOL_CALL,
 )
-from kandev.clarification.bundles import select_messages
+from kandev.clarification.bundles import find_bundle_messages, select_messages
 from kandev.clarification.predicates import (
     delivery_pending,
     is_pending,
@@ -159,6 +159,7 @@ async def claim_active_bundle(
     reject_reason: str = "",
     *,
     session_ids: Sequence[str] | None = None,
+    seen: list[Message] | None = None,
 ) -> list[Message] | None:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
@@ -171,6 +172,11 @@ async def claim_active_bundle(
     and a bundle with a pending row the claim could not complete (no question_id, no
     response for it) is not claimed at all, so nothing half-claimed is ever written.
     Such a bundle raises ClarificationStateError (found by one more read, only then).
+
+    Not claimed: every row of the bundle is read once, in this transaction, and handed to
+    `seen` — what a losing caller replays (R2), so it needs no read of its own; the
+    incompleteness diagnosis runs only when a row is still pending (a decided bundle, the
+    usual loser's, cannot be incomplete).
     """
     _check_terminal(status)
     await lock_bundle(conn, db, pending_id, session_ids)
@@ -187,8 +193,17 @@ async def claim_active_bundle(
     claimed = _rows(await conn.execute(statement, params))
     if claimed:
         return claimed
-    await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
+    rows = await find_bundle_messages(conn, pending_id)
+    if seen is not None:
+        seen.extend(rows)
+    if any(_pending_status(row.metadata.get(STATUS_KEY)) for row in rows):
+        await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
     return None
+
+
+def _pending_status(status: Any) -> bool:
+    """is_pending() in Python: absent, '', JSON null and 'pending' count (§1.3)."""
+    return status in (None, "", PENDING)
 
 
 def _claimable(pending_id: Any) -> tuple[ColumnElement[bool], ...]:

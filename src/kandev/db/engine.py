@@ -80,7 +80,15 @@ class Database:
             self.max_transactions = SQLITE_MAX_READS
         else:
             kwargs.update(
-                pool_size=POSTGRES_POOL_SIZE, max_overflow=POSTGRES_MAX_OVERFLOW, pool_pre_ping=True
+                pool_size=POSTGRES_POOL_SIZE,
+                max_overflow=POSTGRES_MAX_OVERFLOW,
+                pool_pre_ping=True,
+                # Every statement is prepared once per connection; a generic plan skips
+                # re-planning it on each execution (custom plans re-planned the session view
+                # every time). Safe here: the code's constants are SQL literals
+                # (kandev.db.sql_literals), so a generic plan still proves the partial
+                # indexes, and the remaining parameters are ids and keyset bounds.
+                connect_args={"server_settings": {"plan_cache_mode": "force_generic_plan"}},
             )
             self.max_transactions = POSTGRES_MAX_TRANSACTIONS
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
