@@ -30,7 +30,9 @@ def surface_services(request: Request) -> SurfaceServices:
 
 
 def _service(name: str) -> Any:
-    def get(request: Request) -> Any:
+    # `async def`: FastAPI runs a plain `def` dependency in its thread pool — a thread hop
+    # per dependency per request for what is one attribute read.
+    async def get(request: Request) -> Any:
         return getattr(surface_services(request), name)
 
     get.__name__ = f"{name}_service"
