@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    ColumnElement,
     ForeignKey,
     Index,
     Integer,
@@ -357,23 +358,34 @@ Index(
     json_key_text(task_session_messages.c.metadata, "pending_id"),
 )
 
+
+def _is_type(message_type: str) -> ColumnElement[bool]:
+    return task_session_messages.c.type == message_type
+
+
+def _still_pending(message_type: str) -> ColumnElement[bool]:
+    return and_(
+        _is_type(message_type),
+        func.coalesce(json_key_text(task_session_messages.c.metadata, "status"), "").in_(
+            ["", "pending"]
+        ),
+    )
+
+
+def _partial_message_index(name: str, where: ColumnElement[bool], *columns: Any) -> Index:
+    return Index(name, *columns, sqlite_where=where, postgresql_where=where)
+
+
 # The hot path of the pending-question list (kandev.clarification.list_query, migration
 # 0003): only the still-pending clarification rows (status absent, '', JSON null or
 # 'pending'). The predicate compiles to the literal-constant text the list query renders, so
 # both planners can prove it; the key carries what the list joins on.
-_still_pending_clarification = and_(
-    task_session_messages.c.type == "clarification_request",
-    func.coalesce(json_key_text(task_session_messages.c.metadata, "status"), "").in_(
-        ["", "pending"]
-    ),
-)
-Index(
+_partial_message_index(
     "ix_task_session_messages_pending_clarification",
+    _still_pending("clarification_request"),
     task_session_messages.c.session_id,
     task_session_messages.c.turn_id,
     task_session_messages.c.task_id,
-    sqlite_where=_still_pending_clarification,
-    postgresql_where=_still_pending_clarification,
 )
 
 # The two permission questions every state change asks (kandev.pending.view, migration
@@ -381,26 +393,17 @@ Index(
 # request of this turn" (only permission rows, in order) and "is any permission request of
 # the session pending" (only the pending ones). Partial, so neither competes with the
 # clarification indexes for the clarification lookups.
-_permission_row = task_session_messages.c.type == "permission_request"
-Index(
+_partial_message_index(
     "ix_task_session_messages_turn_permissions",
+    _is_type("permission_request"),
     task_session_messages.c.turn_id,
     task_session_messages.c.created_at,
     task_session_messages.c.id,
-    sqlite_where=_permission_row,
-    postgresql_where=_permission_row,
 )
-_still_pending_permission = and_(
-    _permission_row,
-    func.coalesce(json_key_text(task_session_messages.c.metadata, "status"), "").in_(
-        ["", "pending"]
-    ),
-)
-Index(
+_partial_message_index(
     "ix_task_session_messages_pending_permission",
+    _still_pending("permission_request"),
     task_session_messages.c.session_id,
-    sqlite_where=_still_pending_permission,
-    postgresql_where=_still_pending_permission,
 )
 
 queued_prompts = Table(
