@@ -32,9 +32,9 @@ from kandev.clarification.predicates import (
     delivery_pending,
     is_pending,
     of_bundle,
+    of_type,
     on_current_turn,
 )
-from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
 
@@ -153,7 +153,7 @@ async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[M
         conn,
         select(messages).where(
             messages.c.session_id == session_id,
-            messages.c.type == constant(CLARIFICATION_TYPE),
+            of_type(CLARIFICATION_TYPE),
             is_pending(),
             on_current_turn(session_id=session_id),
         ),

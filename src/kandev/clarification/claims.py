@@ -62,6 +62,7 @@ from kandev.clarification.predicates import (
     is_pending,
     meta,
     of_bundle,
+    of_type,
     on_current_turn,
     session_is_live,
     well_formed,
@@ -431,7 +432,7 @@ async def detach_active(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == constant(CLARIFICATION_TYPE),
+                of_type(CLARIFICATION_TYPE),
                 is_pending(),
                 not_(json_truthy(messages.c.metadata, AGENT_DISCONNECTED_KEY)),
                 on_current_turn(session_id=session_id),
@@ -459,7 +460,7 @@ async def expire_active_bundles(
             update(messages)
             .where(
                 messages.c.session_id == session_id,
-                messages.c.type == constant(CLARIFICATION_TYPE),
+                of_type(CLARIFICATION_TYPE),
                 is_pending(),
                 func.coalesce(meta(PENDING_ID_KEY), constant("")) != constant(""),
                 on_current_turn(session_id=session_id),

@@ -57,6 +57,7 @@ from kandev.catalog.messages import (
 )
 from kandev.clarification.predicates import (
     is_pending,
+    of_type,
     on_current_turn,
     session_is_live,
     well_formed,
@@ -104,7 +105,7 @@ def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
     task = tasks.alias("pending_task")
     resolved_task_id = func.coalesce(func.nullif(row.c.task_id, constant("")), session.c.task_id)
     conditions = [
-        row.c.type == constant(TYPE),  # these two terms are the partial index's WHERE (literals)
+        of_type(TYPE, row),  # these two terms are the partial index's WHERE
         is_pending(row),
         *_visibility(task, bindparam("user_id", type_=Text()) if scoped else None),
     ]

@@ -30,10 +30,14 @@ def meta(key: str, table: Any = messages) -> ColumnElement[str]:
     return json_key_text(table.c.metadata, key)
 
 
+def of_type(kind: str, table: Any = messages) -> ColumnElement[bool]:
+    """The row is a message of this type — the type as a SQL literal (kandev.db.sql_literals:
+    a partial index's WHERE is proved from it, and SQLite would re-plan on a bound one)."""
+    return table.c.type == constant(kind)
+
+
 def of_bundle(pending_id: str | ColumnElement[str], table: Any = messages) -> ColumnElement[bool]:
-    return and_(
-        table.c.type == constant(CLARIFICATION_TYPE), meta(PENDING_ID_KEY, table) == pending_id
-    )
+    return and_(of_type(CLARIFICATION_TYPE, table), meta(PENDING_ID_KEY, table) == pending_id)
 
 
 def is_pending(table: Any = messages) -> ColumnElement[bool]:

@@ -36,11 +36,10 @@ from kandev.catalog import messages as kinds
 from kandev.catalog.states import IDLE, RUNNING, STARTING, TERMINAL_STATES, WAITING_FOR_INPUT
 from kandev.clarification.bundles import find_delivery_intent_messages
 from kandev.clarification.claims import ClarificationStateError, finalize_delivery
-from kandev.clarification.predicates import is_pending, on_current_turn
+from kandev.clarification.predicates import is_pending, of_type, on_current_turn
 from kandev.clarification.reservations import delete_reservation
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_key_text, json_remove_keys, json_set_keys, json_truthy
-from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
 from kandev.db.tables import task_sessions as sessions
@@ -252,7 +251,7 @@ async def _delivery_intents(db: Database) -> tuple[list[str], list[str]]:
                 select(
                     messages.c.id, json_key_text(messages.c.metadata, kinds.PENDING_ID_KEY)
                 ).where(
-                    messages.c.type == constant(kinds.CLARIFICATION_TYPE),
+                    of_type(kinds.CLARIFICATION_TYPE),
                     json_truthy(messages.c.metadata, kinds.DELIVERY_PENDING_KEY),
                 )
             )
@@ -337,7 +336,7 @@ async def settle_sessions_on_startup(db: Database, now: datetime) -> SessionSett
             update(messages)
             .where(
                 messages.c.session_id.in_(gone),
-                messages.c.type == constant(kinds.CLARIFICATION_TYPE),
+                of_type(kinds.CLARIFICATION_TYPE),
                 is_pending(),
                 not_(json_truthy(messages.c.metadata, kinds.AGENT_DISCONNECTED_KEY)),
                 on_current_turn(),
@@ -351,7 +350,7 @@ async def settle_sessions_on_startup(db: Database, now: datetime) -> SessionSett
             exists()
             .where(
                 messages.c.session_id == sessions.c.id,
-                messages.c.type == constant(kinds.CLARIFICATION_TYPE),
+                of_type(kinds.CLARIFICATION_TYPE),
                 is_pending(),
                 on_current_turn(),
             )

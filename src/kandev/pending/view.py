@@ -32,7 +32,7 @@ from kandev.catalog.messages import (
     STATUS_KEY,
 )
 from kandev.clarification.pending_ids import task_pending_clarification_id
-from kandev.clarification.predicates import is_pending, meta
+from kandev.clarification.predicates import is_pending, meta, of_type
 from kandev.db.json_sql import json_key_text
 from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
@@ -160,14 +160,14 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         task_sessions, current_turn_id_subquery(task_sessions.c.id).label("current_turn_id")
     ).where(where)
     # Materialized: the current turn is found once per session, not once per column below
-    # (both planners would otherwise inline the subquery and re-run it in every EXISTS).
+    # (SQLite's planner otherwise inlined the subquery and re-ran it in every EXISTS).
     current = described.cte("described").prefix_with("MATERIALIZED")
     on_turn = (
         messages.c.session_id == current.c.id,
         messages.c.turn_id == current.c.current_turn_id,
     )
-    # Constants as SQL literals (kandev.db.sql_literals): the partial indexes' WHERE terms.
-    pending_question = (messages.c.type == constant(CLARIFICATION_TYPE), is_pending())
+    # Literal constants (kandev.db.sql_literals): the partial indexes' WHERE terms.
+    pending_question = (of_type(CLARIFICATION_TYPE), is_pending())
     clarification = exists().where(*on_turn, *pending_question)
     # By turn alone (a turn id names its session): the partial (turn_id, created_at, id) index
     # answers it without walking the session's history.
@@ -175,7 +175,7 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         select(func.coalesce(meta(STATUS_KEY), constant("")))
         .where(
             messages.c.turn_id == current.c.current_turn_id,
-            messages.c.type == constant(PERMISSION_TYPE),
+            of_type(PERMISSION_TYPE),
         )
         .order_by(messages.c.created_at.desc(), messages.c.id.desc())
         .limit(1)
@@ -183,7 +183,7 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
     )
     permission_pending = exists().where(  # the partial pending-permission index's WHERE
         messages.c.session_id == current.c.id,
-        messages.c.type == constant(PERMISSION_TYPE),
+        of_type(PERMISSION_TYPE),
         is_pending(),
     )
     pending_id = json_key_text(messages.c.metadata, PENDING_ID_KEY)

@@ -26,9 +26,14 @@ from kandev.catalog.messages import (
     STATUS_KEY,
     TOOL_CALL_KEY,
 )
-from kandev.clarification.predicates import is_pending, meta, on_current_turn, session_is_live
+from kandev.clarification.predicates import (
+    is_pending,
+    meta,
+    of_type,
+    on_current_turn,
+    session_is_live,
+)
 from kandev.db.json_sql import json_set_keys
-from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import tasks
 from kandev.sessions import message_repository as messages_repo
@@ -38,13 +43,13 @@ _ORDER = (messages.c.created_at, messages.c.id)
 
 
 def of_request(pending_id: str) -> ColumnElement[bool]:
-    return and_(messages.c.type == constant(PERMISSION_TYPE), meta(PENDING_ID_KEY) == pending_id)
+    return and_(of_type(PERMISSION_TYPE), meta(PENDING_ID_KEY) == pending_id)
 
 
 def is_open() -> ColumnElement[bool]:
     """Pending, on its session's current turn, the session not ended."""
     return and_(
-        messages.c.type == constant(PERMISSION_TYPE),
+        of_type(PERMISSION_TYPE),
         is_pending(),
         session_is_live(),
         on_current_turn(),
@@ -134,7 +139,7 @@ async def expire_requests(
     conn: AsyncConnection, now: datetime, *, session_id: str | None = None
 ) -> list[Message]:
     """Pending requests (of one session, or all: startup) become expired."""
-    conditions = [messages.c.type == constant(PERMISSION_TYPE), is_pending()]
+    conditions = [of_type(PERMISSION_TYPE), is_pending()]
     if session_id is not None:
         conditions.append(messages.c.session_id == session_id)
     return _messages(
