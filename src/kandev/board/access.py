@@ -3,7 +3,9 @@ scoping rules of kandev.access.rules. Runs inside the caller's transaction."""
 
 from __future__ import annotations
 
-from sqlalchemy.engine import RowMapping
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.rules import (
@@ -56,7 +58,7 @@ class BoardAccess:
         return task
 
     @staticmethod
-    def authorize_task_row(row: RowMapping) -> None:
+    def authorize_task_row(row: Mapping[Any, Any]) -> None:
         """`authorize_task` for a row read with `task_repository.with_task_owner`'s columns:
         the same rule (a missing task is not found; a task without a workspace, or with a
         dangling one, is visible; otherwise the owner rule), no statement of its own."""

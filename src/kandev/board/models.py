@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy.engine import RowMapping
 
 from kandev.clock import isoformat
 
@@ -21,7 +20,7 @@ class Workspace:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Workspace:
+    def from_row(cls, row: Mapping[Any, Any]) -> Workspace:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:
@@ -50,7 +49,7 @@ class WorkflowStep:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> WorkflowStep:
+    def from_row(cls, row: Mapping[Any, Any]) -> WorkflowStep:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:
@@ -79,7 +78,7 @@ class Workflow:
     steps: tuple[WorkflowStep, ...] = field(default=())
 
     @classmethod
-    def from_row(cls, row: RowMapping, steps: tuple[WorkflowStep, ...] = ()) -> Workflow:
+    def from_row(cls, row: Mapping[Any, Any], steps: tuple[WorkflowStep, ...] = ()) -> Workflow:
         fields = {k: row[k] for k in cls.__dataclass_fields__ if k != "steps"}
         return cls(**fields, steps=steps)
 
@@ -130,7 +129,7 @@ class Task:
     deletions: int = 0
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Task:
+    def from_row(cls, row: Mapping[Any, Any]) -> Task:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(
@@ -187,7 +186,7 @@ class AgentProfile:
     permission_allow: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> AgentProfile:
+    def from_row(cls, row: Mapping[Any, Any]) -> AgentProfile:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:

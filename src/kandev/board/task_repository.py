@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.access.sql import hangs_off_visible_workspace
 from kandev.board.models import Task
+from kandev.db.direct import DirectStatement
 from kandev.db.tables import task_file_reviews, task_review_snapshots, tasks, workflows, workspaces
 
 
@@ -82,7 +83,7 @@ def _change_state_statement(guarded_by_from: bool) -> Any:
         if guarded_by_from
         else tasks.c.state != bindparam("new_state")
     )
-    return (
+    return DirectStatement(
         update(tasks)
         .where(tasks.c.id == bindparam("task_id"), guard)
         .values(
@@ -102,7 +103,7 @@ async def change_task_state_returning(
     if only_from is not None:
         params["from_state"] = only_from
     statement = _change_state_statement(only_from is not None)
-    row = (await conn.execute(statement, params)).mappings().first()
+    row = await statement.first(conn, params)
     return Task.from_row(row) if row else None
 
 

@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, bindparam, insert, select
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.task_repository import with_task_owner
@@ -35,6 +34,7 @@ from kandev.clarification.predicates import (
     of_type,
     on_current_turn,
 )
+from kandev.db.direct import DirectStatement
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
 
@@ -112,18 +112,24 @@ async def insert_bundle(
             }
         )
     await conn.execute(insert(messages), values)
-    return [Message.from_row(v) for v in values]  # type: ignore[arg-type]
+    return [Message.from_row(v) for v in values]
+
+
+_BUNDLE = DirectStatement(
+    select(messages).where(of_bundle(bindparam("pending_id"))).order_by(*_ORDER)
+)
 
 
 async def find_bundle_messages(conn: AsyncConnection, pending_id: str) -> list[Message]:
     """Every row of the bundle, whatever its state."""
-    return await select_messages(conn, select(messages).where(of_bundle(pending_id)))
+    rows = await _BUNDLE.rows(conn, {"pending_id": pending_id})
+    return [Message.from_row(row) for row in rows]
 
 
 @functools.cache
-def _authorizable_bundle_statement() -> Any:
+def _authorizable_bundle_statement() -> DirectStatement:
     joined, owner_columns = with_task_owner(messages, messages.c.task_id)
-    return (
+    return DirectStatement(
         select(messages, *owner_columns)
         .select_from(joined)
         .where(of_bundle(bindparam("pending_id")))
@@ -133,13 +139,13 @@ def _authorizable_bundle_statement() -> Any:
 
 async def find_bundle_authorizable(
     conn: AsyncConnection, pending_id: str
-) -> tuple[list[Message], dict[str, RowMapping]]:
+) -> tuple[list[Message], dict[str, Mapping[Any, Any]]]:
     """`find_bundle_messages`, with the row the access rules authorize each named task from
     (board.task_repository.with_task_owner), read by the same statement (built once)."""
     found: list[Message] = []
-    tasks_by_id: dict[str, RowMapping] = {}
-    result = await conn.execute(_authorizable_bundle_statement(), {"pending_id": pending_id})
-    for row in result.mappings():
+    tasks_by_id: dict[str, Mapping[Any, Any]] = {}
+    rows = await _authorizable_bundle_statement().rows(conn, {"pending_id": pending_id})
+    for row in rows:
         found.append(Message.from_row(row))
         if row["task_id"]:
             tasks_by_id[row["task_id"]] = row

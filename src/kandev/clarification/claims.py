@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +67,7 @@ from kandev.clarification.predicates import (
     session_is_live,
     well_formed,
 )
+from kandev.db.direct import DirectStatement
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_remove_keys, json_set_keys, json_truthy
 from kandev.db.sql_literals import constant
@@ -98,7 +99,11 @@ def _check_terminal(terminal: str) -> None:
 
 def _rows(result: Any) -> list[Message]:
     """RETURNING rows as Messages in (created_at, id) order (RETURNING has no order)."""
-    found = [Message.from_row(row) for row in result.mappings().all()]
+    return _ordered(result.mappings().all())
+
+
+def _ordered(rows: Iterable[Mapping[str, Any]]) -> list[Message]:
+    found = [Message.from_row(row) for row in rows]
     return sorted(found, key=lambda m: (m.created_at, m.id))
 
 
@@ -191,7 +196,7 @@ async def claim_active_bundle(
     if with_reason:
         params["reject_reason"] = json.dumps(reject_reason)
     statement = _claim_statement(status, len(answers), with_reason)
-    claimed = _rows(await conn.execute(statement, params))
+    claimed = _ordered(await statement.rows(conn, params))
     if claimed:
         return claimed
     rows = await find_bundle_messages(conn, pending_id)
@@ -228,7 +233,7 @@ def _claim_statement(status: str, answers: int, with_reason: bool) -> Any:
         changes[RESPONSE_KEY] = _response_of_row(answers)
     elif with_reason:
         changes[REJECT_REASON_KEY] = bindparam("reject_reason", type_=Text())
-    return (
+    return DirectStatement(
         update(messages)
         .where(*_claimable(pending_id), _completable(pending_id, status, answers))
         .values(
@@ -315,7 +320,7 @@ async def finalize_delivery(
         "claimed_ids": sorted(set(claimed_ids)),
         "claimed_count": len(set(claimed_ids)),
     }
-    written = _rows(await conn.execute(_finalize_statement(terminal, via), params))
+    written = _ordered(await _finalize_statement(terminal, via).rows(conn, params))
     if not written:
         return None
     _expect_all(written, claimed_ids, "lost its delivery intent")
@@ -349,7 +354,7 @@ def _finalize_statement(terminal: str, via: str) -> Any:
         .scalar_subquery()
         == bindparam("claimed_count"),
     )
-    return (
+    return DirectStatement(
         update(messages)
         .where(
             messages.c.id.in_(claimed),

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import await_
 
 from kandev.db.inline_sqlite import BUSY_CODES, connect_sqlite, inline_creator
 from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
@@ -47,8 +50,14 @@ POSTGRES_MAX_TRANSACTIONS = 30
 POSTGRES_POOL_SIZE = POSTGRES_MAX_TRANSACTIONS
 POSTGRES_MAX_OVERFLOW = 20  # up to 50 connections
 DEFAULT_QUEUE_TIMEOUT_S = 30.0
+# PostgreSQL: a pooled connection idle longer than this is pinged before use (a restarted
+# server or a dropped socket is then found by the ping, not by the request). One used more
+# recently is not: SQLAlchemy's pre-ping costs three round trips (BEGIN, ping, ROLLBACK) on
+# every checkout, as much as the statements of a short transaction.
+POSTGRES_PING_IDLE_S = 2.0
 RETRY_AFTER_SECONDS = 1
 _BEGIN_OPTION = "kandev_sqlite_begin"
+_BEGIN_SQL = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE")}
 # The task inside db.write(): the same task opening a second write would wait on itself.
 # (A task spawned meanwhile inherits the value but is a different task, so it may write.)
 _writing_task: ContextVar[object | None] = ContextVar("kandev_writing_task", default=None)
@@ -62,7 +71,12 @@ class Database:
     """One engine plus `read()` / `write()` transactions; repositories take connections."""
 
     def __init__(
-        self, url: str, *, echo: bool = False, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S
+        self,
+        url: str,
+        *,
+        echo: bool = False,
+        queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S,
+        ping_idle_s: float = POSTGRES_PING_IDLE_S,
     ) -> None:
         self.url = url
         parsed = make_url(url)
@@ -82,7 +96,6 @@ class Database:
             kwargs.update(
                 pool_size=POSTGRES_POOL_SIZE,
                 max_overflow=POSTGRES_MAX_OVERFLOW,
-                pool_pre_ping=True,
                 # Every statement is prepared once per connection; a generic plan skips
                 # re-planning it on each execution (custom plans re-planned the session view
                 # every time). Safe here: the code's constants are SQL literals
@@ -97,6 +110,8 @@ class Database:
         self._write_lock: asyncio.Lock | None = None
         self._slots: asyncio.Semaphore | None = None
         self.checkpointer: WalCheckpointer | None = None
+        if self.is_postgres:
+            _install_idle_ping(self.engine, ping_idle_s)
         if self.is_sqlite:
             _install_sqlite_hooks(self.engine)
             if parsed.database and parsed.database != ":memory:":
@@ -200,14 +215,36 @@ def _locked_elsewhere_is_busy() -> Iterator[None]:
     been rolled back, so this is a ServerBusy (retry later), not an internal error."""
     try:
         yield
-    except DBAPIError as exc:
-        orig = exc.orig
+    except (DBAPIError, sqlite3.OperationalError) as exc:
+        # BEGIN runs straight on the driver (see _on_begin): its error is sqlite3's own.
+        orig = exc.orig if isinstance(exc, DBAPIError) else exc
         if isinstance(orig, sqlite3.OperationalError) and orig.sqlite_errorcode in BUSY_CODES:
             raise ServerBusy(
                 f"the database is locked by another process; retry in {RETRY_AFTER_SECONDS} s",
                 retry_after_seconds=RETRY_AFTER_SECONDS,
             ) from exc
         raise
+
+
+def _install_idle_ping(engine: AsyncEngine, idle_s: float) -> None:
+    """Pessimistic disconnect handling for connections that sat idle (see
+    POSTGRES_PING_IDLE_S): a failed ping makes the pool discard the connection and take
+    another (DisconnectionError is the pool's signal to retry the checkout)."""
+    pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["kandev_idle_since"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("kandev_idle_since")
+        if since is None or time.monotonic() - since < idle_s:
+            return  # new, or in use a moment ago
+        try:
+            dbapi_connection.ping()
+        except Exception as exc:
+            raise DisconnectionError(f"an idle connection failed its ping: {exc}") from exc
 
 
 def _install_sqlite_hooks(engine: AsyncEngine) -> None:
@@ -231,4 +268,7 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        # Straight to the inline driver (its busy retry included): a full SQLAlchemy
+        # execution of BEGIN cost a quarter of an empty transaction.
+        inline = conn.connection.driver_connection
+        await_(inline._run(partial(inline._connection.execute, _BEGIN_SQL[mode]), "execute"))

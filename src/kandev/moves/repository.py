@@ -20,6 +20,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.states import TERMINAL_STATES
+from kandev.db.direct import DirectStatement
 from kandev.db.tables import applied_moves, pending_moves, task_sessions, tasks, workflow_steps
 
 KEEP_PER_SESSION = 20
@@ -144,7 +145,7 @@ class TurnEndFacts:
 
 
 # Read at every turn's end: built once, values as parameters.
-_TURN_END_FACTS = (
+_TURN_END_FACTS = DirectStatement(
     select(
         exists()
         .where(pending_moves.c.session_id == bindparam("session_id"))
@@ -162,7 +163,7 @@ async def turn_end_facts(
 ) -> TurnEndFacts | None:
     """One statement; None when the task is gone."""
     params = {"session_id": session_id, "task_id": task_id}
-    row = (await conn.execute(_TURN_END_FACTS, params)).first()
+    row = await _TURN_END_FACTS.first(conn, params)
     if row is None:
         return None
-    return TurnEndFacts(bool(row.has_pending_move), row.name, dict(row.events or {}))
+    return TurnEndFacts(bool(row["has_pending_move"]), row["name"], dict(row["events"] or {}))

@@ -33,6 +33,7 @@ from kandev.catalog.messages import (
 )
 from kandev.clarification.pending_ids import task_pending_clarification_id
 from kandev.clarification.predicates import is_pending, meta, of_type
+from kandev.db.direct import DirectStatement
 from kandev.db.json_sql import json_key_text
 from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
@@ -246,10 +247,15 @@ def _statement(choice: str) -> Any:
     return _facts_query(where)
 
 
+@functools.cache
+def _direct(choice: str) -> DirectStatement:
+    return DirectStatement(_statement(choice))
+
+
 async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
     facts: list[SessionFacts] = []
     owners: dict[str, str] = {}
-    for row in (await conn.execute(_statement(choice), params)).mappings():
+    for row in await _direct(choice).rows(conn, params):
         bundle = None
         if row["bundle_id"]:
             created = row["bundle_created"]

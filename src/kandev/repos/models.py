@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy.engine import RowMapping
 
 from kandev.clock import isoformat
 
@@ -24,7 +23,7 @@ class Repository:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Repository:
+    def from_row(cls, row: Mapping[Any, Any]) -> Repository:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:

@@ -8,20 +8,21 @@ from typing import Any, Literal
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.db.direct import DirectStatement
 from kandev.db.json_sql import json_key_text
 from kandev.db.tables import queued_prompts
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
 
 # Built once: the values go in as parameters, so each insert skips building a statement.
-_INSERT = insert(messages)
+_INSERT = DirectStatement(insert(messages))
 
 
 async def insert_message(conn: AsyncConnection, values: dict[str, Any]) -> Message:
     row = {"author_id": "", "requests_input": False, "metadata": {}, **values}
     row.setdefault("updated_at", row["created_at"])
-    await conn.execute(_INSERT, row)
-    return Message.from_row(row)  # type: ignore[arg-type]
+    await _INSERT.run(conn, row)
+    return Message.from_row(row)
 
 
 async def get_message(conn: AsyncConnection, message_id: str) -> Message | None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy.engine import RowMapping
 
 from kandev.catalog.states import (
     TERMINAL_STATES,
@@ -37,7 +36,7 @@ class Session:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Session:
+    def from_row(cls, row: Mapping[Any, Any]) -> Session:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     @property
@@ -87,7 +86,7 @@ class Turn:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Turn:
+    def from_row(cls, row: Mapping[Any, Any]) -> Turn:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
 
@@ -107,7 +106,7 @@ class Message:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: RowMapping) -> Message:
+    def from_row(cls, row: Mapping[Any, Any]) -> Message:
         return cls(**{k: row[k] for k in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.task_repository import with_task_owner
 from kandev.catalog.states import TERMINAL_STATES
+from kandev.db.direct import DirectStatement
+from kandev.db.sql_literals import constant
 from kandev.db.tables import task_sessions
 from kandev.sessions.models import Session
 from kandev.sessions.turns import turn_lock_column
@@ -32,7 +34,7 @@ def _authorizable_statement(lock_turn: bool) -> Any:
     joined, owner_columns = with_task_owner(task_sessions, task_sessions.c.task_id)
     if lock_turn:
         owner_columns.append(turn_lock_column(task_sessions.c.id).label("turn_lock"))
-    return (
+    return DirectStatement(
         select(task_sessions, *owner_columns)
         .select_from(joined)
         .where(task_sessions.c.id == bindparam("session_id"))
@@ -45,7 +47,7 @@ async def get_session_authorizable(
     """The session, and the row the access rules authorize its task from (one statement).
     `lock_turn`: on PostgreSQL the same statement takes the session's turn lock."""
     statement = _authorizable_statement(lock_turn and conn.dialect.name == "postgresql")
-    row = (await conn.execute(statement, {"session_id": session_id})).mappings().first()
+    row = await statement.first(conn, {"session_id": session_id})
     return (Session.from_row(row), row) if row is not None else None
 
 
@@ -132,11 +134,11 @@ def _set_state_statement(extra: tuple[str, ...]) -> Any:
     values.update(
         {key: bindparam(f"extra_{key}", type_=task_sessions.c[key].type) for key in extra}
     )
-    return (
+    return DirectStatement(
         update(task_sessions)
         .where(
             task_sessions.c.id == bindparam("session_id"),
-            task_sessions.c.state.not_in(TERMINAL_STATES),
+            task_sessions.c.state.not_in([constant(s) for s in TERMINAL_STATES]),
         )
         .values(**values)
         .returning(*task_sessions.c)
@@ -150,5 +152,5 @@ async def set_state_returning(
     params = {"session_id": session_id, "new_state": state, "now": now}
     params.update({f"extra_{key}": value for key, value in extra.items()})
     statement = _set_state_statement(tuple(sorted(extra)))
-    row = (await conn.execute(statement, params)).mappings().first()
+    row = await statement.first(conn, params)
     return Session.from_row(row) if row else None

@@ -9,12 +9,13 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.db.direct import DirectStatement
 from kandev.db.tables import task_session_turns as turns
 from kandev.sessions.models import Turn
 
 # The two statements of every turn, built once (values as parameters).
-_INSERT = insert(turns)
-_COMPLETE = (
+_INSERT = DirectStatement(insert(turns))
+_COMPLETE = DirectStatement(
     update(turns)
     .where(turns.c.id == bindparam("turn_id"), turns.c.completed_at.is_(None))
     .values(
@@ -43,7 +44,7 @@ async def insert_turn(
         created_at=now,
         updated_at=now,
     )
-    await conn.execute(_INSERT, asdict(turn))
+    await _INSERT.run(conn, asdict(turn))
     return turn
 
 
@@ -53,8 +54,7 @@ async def get_turn(conn: AsyncConnection, turn_id: str) -> Turn | None:
 
 
 async def complete_turn(conn: AsyncConnection, turn_id: str, now: datetime) -> bool:
-    result = await conn.execute(_COMPLETE, {"turn_id": turn_id, "now": now})
-    return result.rowcount > 0
+    return await _COMPLETE.run(conn, {"turn_id": turn_id, "now": now}) > 0
 
 
 async def complete_open_turns(conn: AsyncConnection, session_id: str, now: datetime) -> int:

@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.messages import DISPATCH_ATTEMPTED_KEY, DISPATCH_PENDING_KEY
+from kandev.db.direct import DirectStatement
 from kandev.db.engine import Database
 from kandev.db.json_sql import json_truthy
 from kandev.db.tables import task_session_messages as messages
@@ -86,6 +87,14 @@ async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: l
         )
 
 
+_TURN_AND_ROW_LOCK = DirectStatement(
+    text(
+        "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)) "
+        "FROM task_sessions WHERE id = :session_id FOR UPDATE"
+    )
+)
+
+
 async def lock_session_turn_and_row(conn: AsyncConnection, db: Database, session_id: str) -> None:
     """PostgreSQL: the session's turn lock, then its row FOR UPDATE, in one statement (the
     claim family's lock). The advisory lock is taken while the row is read, before the row
@@ -93,10 +102,6 @@ async def lock_session_turn_and_row(conn: AsyncConnection, db: Database, session
     deadlock with writers that take them one after the other); tests/db proves the order."""
     if not db.is_postgres:
         return
-    await conn.execute(
-        text(
-            "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)) "
-            "FROM task_sessions WHERE id = :session_id FOR UPDATE"
-        ),
-        {"key": f"{TURN_LOCK_PREFIX}{session_id}", "session_id": session_id},
+    await _TURN_AND_ROW_LOCK.run(
+        conn, {"key": f"{TURN_LOCK_PREFIX}{session_id}", "session_id": session_id}
     )
