@@ -53,7 +53,15 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.state.services = services
     install_error_handlers(app)
+    # The hot paths first: routes are matched one after another (FastAPI's matching costs
+    # ~1-2 µs a route, ~100 µs for a route at the end), and agents and answerers hit these
+    # on every turn and answer. No two routers' paths overlap (tests/api check that every
+    # route still resolves to itself), so the order changes nothing else.
     for module in (
+        sessions,
+        clarification,
+        permissions,
+        events,
         health,
         auth,
         users,
@@ -63,10 +71,6 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         tasks,
         task_changes,
         agent_profiles,
-        sessions,
-        events,
-        clarification,
-        permissions,
     ):
         app.include_router(module.router)
     app.include_router(web_router)  # web pages and fragments, /static/vendor (node_modules)
