@@ -63,6 +63,7 @@ from kandev.clarification.predicates import (
     well_formed,
 )
 from kandev.clock import isoformat
+from kandev.db.direct import DirectStatement
 from kandev.db.json_sql import json_key_text, json_truthy
 from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
@@ -252,6 +253,12 @@ def _arguments(
     return statement, values
 
 
+@functools.cache
+def _direct(statement: Select[Any]) -> DirectStatement:
+    """One DirectStatement per statement shape (_list_statement builds each shape once)."""
+    return DirectStatement(statement)
+
+
 def build_list_query(
     *,
     user_id: str | None,
@@ -373,7 +380,7 @@ async def list_active_bundles(
     )
     heads: dict[str, Mapping[str, Any]] = {}
     rows: dict[str, list[Mapping[str, Any]]] = {}
-    for row in (await conn.execute(statement, values)).mappings():
+    for row in await _direct(statement).rows(conn, values):
         pending_id = row["pending_id"]
         if pending_id not in heads:
             heads[pending_id] = row
