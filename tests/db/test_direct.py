@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kandev.db.direct import DirectStatement
+from kandev.db.direct import MAX_SHAPES, DirectStatement
 from kandev.db.engine import Database
 from kandev.db.sql_literals import constant
 from kandev.db.tables import agent_profiles as profiles
@@ -132,6 +132,9 @@ async def test_in_lists_of_any_length(db: Database) -> None:
         assert sorted(r["id"] for r in await fixed.rows(conn)) == ["w2", "w3"]
         with pytest.raises(KeyError, match="ids"):
             await by_ids.rows(conn)
+        for n in range(MAX_SHAPES + 10):  # every length its own shape, the cache bounded
+            assert len(await by_ids.rows(conn, {"ids": ["w1"] * n})) == min(n, 1)
+        assert len(by_ids._compiled) <= MAX_SHAPES
 
 
 async def test_value_dependent_statements_are_refused(db: Database) -> None:

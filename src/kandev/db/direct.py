@@ -56,6 +56,8 @@ class _Compiled:
 
 
 _NO_DEFAULT = object()
+# Compiled shapes kept per statement (one per dialect, insert column set and IN-list length).
+MAX_SHAPES = 64
 
 
 class DirectStatement:
@@ -107,6 +109,8 @@ class DirectStatement:
                 columns,
                 dict(zip((name for name, _ in self._expanding), lengths, strict=True)),
             )
+            if len(self._compiled) >= MAX_SHAPES:  # IN lists of many lengths: forget the oldest
+                del self._compiled[next(iter(self._compiled))]
             self._compiled[key] = compiled
         return compiled
 
