@@ -76,7 +76,7 @@ async def change_task_state(conn: AsyncConnection, task_id: str, state: str, now
 
 
 @functools.cache
-def _change_state_statement(guarded_by_from: bool) -> Any:
+def _change_state_statement(guarded_by_from: bool) -> DirectStatement:
     """Built once per guard; every value a bind parameter."""
     guard = (
         tasks.c.state == bindparam("from_state")

@@ -223,7 +223,7 @@ def _claimable(pending_id: Any) -> tuple[ColumnElement[bool], ...]:
 
 
 @functools.cache
-def _claim_statement(status: str, answers: int, with_reason: bool) -> Any:
+def _claim_statement(status: str, answers: int, with_reason: bool) -> DirectStatement:
     """The claim statement of one shape, built once (its values are bind parameters:
     pending_id, now, q<i>/r<i> — each answered question's id and response JSON —,
     answered, reject_reason)."""
@@ -328,7 +328,7 @@ async def finalize_delivery(
 
 
 @functools.cache
-def _finalize_statement(terminal: str, via: str) -> Any:
+def _finalize_statement(terminal: str, via: str) -> DirectStatement:
     """The delivered mark's one statement, built once per (terminal, via): the claimed
     rows lose the intent only if they are exactly the rows still carrying it."""
     pending_id: BindParameter[str] = bindparam("pending_id")

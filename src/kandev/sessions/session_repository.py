@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +29,7 @@ async def get_session_row(conn: AsyncConnection, session_id: str) -> RowMapping 
 
 
 @functools.cache
-def _authorizable_statement(lock_turn: bool) -> Any:
+def _authorizable_statement(lock_turn: bool) -> DirectStatement:
     """Built once per kind (`session_id` a bind parameter): the prompt's first read."""
     joined, owner_columns = with_task_owner(task_sessions, task_sessions.c.task_id)
     if lock_turn:
@@ -43,7 +43,7 @@ def _authorizable_statement(lock_turn: bool) -> Any:
 
 async def get_session_authorizable(
     conn: AsyncConnection, session_id: str, *, lock_turn: bool = False
-) -> tuple[Session, RowMapping] | None:
+) -> tuple[Session, Mapping[Any, Any]] | None:
     """The session, and the row the access rules authorize its task from (one statement).
     `lock_turn`: on PostgreSQL the same statement takes the session's turn lock."""
     statement = _authorizable_statement(lock_turn and conn.dialect.name == "postgresql")
@@ -125,7 +125,7 @@ async def set_state_unless_terminal(
 
 
 @functools.cache
-def _set_state_statement(extra: tuple[str, ...]) -> Any:
+def _set_state_statement(extra: tuple[str, ...]) -> DirectStatement:
     """Built once per set of extra columns; every value a bind parameter."""
     values: dict[str, Any] = {
         "state": bindparam("new_state"),
