@@ -142,9 +142,12 @@ async def test_value_dependent_statements_are_refused(db: Database) -> None:
         select(profiles).where(profiles.c.name == bindparam("n", "x", literal_execute=True))
     )
     partial_insert = DirectStatement(insert(profiles))
+    clashing = DirectStatement(select(profiles.c.id, profiles.c.name.label("id")))
     async with db.read() as conn:
         with pytest.raises(TypeError, match="render a value"):
             await rendered.rows(conn)
+        with pytest.raises(TypeError, match="distinct result column names"):
+            await clashing.rows(conn)
     async with db.write() as conn:
         with pytest.raises(IntegrityError):  # a NOT NULL column left out: the database says so
             await partial_insert.run(conn, {"id": "w9"})
