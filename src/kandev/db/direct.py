@@ -20,7 +20,8 @@ counters and tracers see these statements). What it drops: `echo` logging of the
 Compiled once per shape: an insert per set of columns given, an expanding (`IN` list)
 parameter per list length. Refused at first compilation (so a test that runs the statement
 fails at once): Python-side column defaults and values rendered into the SQL
-(`literal_execute`), which would make the SQL depend on the values.
+(`literal_execute`), which would make the SQL depend on the values, and result columns
+sharing a name (a row is a dict).
 """
 
 from __future__ import annotations
