@@ -130,7 +130,9 @@ def _visible_pending_rows(scoped: bool, by_workspace: bool) -> Select[Any]:
 
 
 @functools.cache
-def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) -> Select[Any]:
+def _list_statement(
+    scoped: bool, by_workspace: bool, since: bool, after: bool
+) -> DirectStatement[Select[Any]]:
     """The statement for one combination of arguments; values are binds (built once).
 
     Binds: user_id, workspace_id, created_since, after_created_at, after_pending_id,
@@ -210,7 +212,7 @@ def _list_statement(scoped: bool, by_workspace: bool, since: bool, after: bool) 
     )
     # The page's rows in the same statement (no second round trip).
     page_row = messages.alias("page_row")
-    return (
+    return DirectStatement(
         select(
             page.c.pending_id,
             page.c.session_id,
@@ -237,7 +239,7 @@ def _arguments(
     created_since: datetime | None,
     after: tuple[datetime, str] | None,
     limit: int,
-) -> tuple[Select[Any], dict[str, Any]]:
+) -> tuple[DirectStatement[Select[Any]], dict[str, Any]]:
     values: dict[str, Any] = {"page_size": limit + 1}
     if user_id is not None:
         values["user_id"] = user_id
@@ -251,12 +253,6 @@ def _arguments(
         user_id is not None, bool(workspace_id), created_since is not None, after is not None
     )
     return statement, values
-
-
-@functools.cache
-def _direct(statement: Select[Any]) -> DirectStatement:
-    """One DirectStatement per statement shape (_list_statement builds each shape once)."""
-    return DirectStatement(statement)
 
 
 def build_list_query(
@@ -275,7 +271,7 @@ def build_list_query(
         after=after,
         limit=limit,
     )
-    return statement.params(values)
+    return statement.statement.params(values)
 
 
 # --- shaping (L3, L4, L4a, L5, L15, D2, D3, D7) ------------------------------------------------
@@ -380,7 +376,7 @@ async def list_active_bundles(
     )
     heads: dict[str, Mapping[str, Any]] = {}
     rows: dict[str, list[Mapping[str, Any]]] = {}
-    for row in await _direct(statement).rows(conn, values):
+    for row in await statement.rows(conn, values):
         pending_id = row["pending_id"]
         if pending_id not in heads:
             heads[pending_id] = row

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -61,15 +61,23 @@ _NO_DEFAULT = object()
 MAX_SHAPES = 64
 
 
-class DirectStatement:
+S = TypeVar("S", bound=Executable)
+
+
+class DirectStatement(Generic[S]):
     """A statement built once, executed on the connection's driver (see module docstring)."""
 
     __slots__ = ("_compiled", "_expanding", "_statement")
 
-    def __init__(self, statement: Executable) -> None:
+    def __init__(self, statement: S) -> None:
         self._statement = statement
         self._compiled: dict[tuple[Any, ...], _Compiled] = {}
         self._expanding: tuple[tuple[str, int | None], ...] | None = None
+
+    @property
+    def statement(self) -> S:
+        """The SQLAlchemy statement it runs (for EXPLAIN, or `.params()` in a benchmark)."""
+        return self._statement
 
     async def rows(
         self, conn: AsyncConnection, params: Mapping[str, Any] | None = None
