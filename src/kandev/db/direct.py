@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy.engine import Dialect
@@ -167,7 +166,7 @@ class DirectStatement(Generic[S]):
 
 async def _sqlite(inline: Any, sql: str, values: list[Any]) -> tuple[list[Any], int]:
     """On the InlineConnection's sqlite3 connection, with its busy retry (no thread hop)."""
-    cursor = await inline._run(partial(inline._connection.execute, sql, values), "execute")
+    cursor = await inline.execute_now(sql, values)
     try:
         return cursor.fetchall(), cursor.rowcount
     finally:

@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -270,5 +269,4 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
         mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
         # Straight to the inline driver (its busy retry included): a full SQLAlchemy
         # execution of BEGIN cost a quarter of an empty transaction.
-        inline = conn.connection.driver_connection
-        await_(inline._run(partial(inline._connection.execute, _BEGIN_SQL[mode]), "execute"))
+        await_(conn.connection.driver_connection.execute_now(_BEGIN_SQL[mode]))

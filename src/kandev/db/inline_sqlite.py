@@ -86,6 +86,16 @@ class InlineConnection(aiosqlite.Connection):
                 raise
         return await self._retry_busy(call)
 
+    async def execute_now(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """`sql` straight on the sqlite3 connection, with the busy retry: for callers that
+        bypass SQLAlchemy's execution (kandev.db.direct, the engine's BEGIN)."""
+        if self._connection is None:
+            raise ValueError("Connection closed")
+        cursor: sqlite3.Cursor = await self._run(
+            partial(self._connection.execute, sql, parameters), "execute"
+        )
+        return cursor
+
     async def _retry_busy(self, call: Callable[[], Any]) -> Any:
         """Another process holds the lock: wait for it without blocking the loop."""
         deadline = time.monotonic() + self._busy_timeout_s
