@@ -431,8 +431,11 @@ class ScriptedAgent:
                     return "gave up waiting"
                 waiter.cancel()
             result = await call
-        text = "".join(getattr(block, "text", "") for block in result.content)
-        _record("tool_call", text)
+            # Record before leaving the client: its exit talks to the server again (session
+            # DELETE), which fails when the server was killed right after answering, and the
+            # answer had reached this agent by then.
+            text = "".join(getattr(block, "text", "") for block in result.content)
+            _record("tool_call", text)
         return text
 
 
