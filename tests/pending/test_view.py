@@ -1,5 +1,6 @@
 """pending.view: one statement describes a session, and its task's other sessions only when
-the task's JSON may be needed (both databases)."""
+the task's JSON may be needed — all of them when asked, else the primary one as a row and
+the rest as one aggregate (both databases)."""
 
 from __future__ import annotations
 
@@ -49,10 +50,16 @@ async def test_siblings_are_read_only_when_the_task_state_would_change(
         alone = await view_of_session_task(conn, ids[0])
         unchanged = await view_of_session_task(conn, ids[0], task_changing_to=TASK_REVIEW)
         changing = await view_of_session_task(conn, ids[0], task_changing_to=TASK_IN_PROGRESS)
+        changing_other = await view_of_session_task(conn, ids[2], task_changing_to=TASK_IN_PROGRESS)
         everything = await view_of_session_task(conn, ids[2], all_sessions=True)
     assert [s.id for s in alone.sessions_of(task_id)] == [ids[0]]
     assert [s.id for s in unchanged.sessions_of(task_id)] == [ids[0]]
-    assert sorted(s.id for s in changing.sessions_of(task_id)) == sorted(ids)
+    # A changing task state reads the rows a writer may patch — the session and the primary
+    # one — and the other sessions as one aggregate (tests/pending/test_other_sessions.py).
+    primary = [s.id for s in everything.sessions_of(task_id) if s.is_primary]
+    assert primary == [ids[0]]  # the task's first session
+    assert [s.id for s in changing.sessions_of(task_id)] == [ids[0]]
+    assert sorted(s.id for s in changing_other.sessions_of(task_id)) == sorted([ids[0], ids[2]])
     assert sorted(s.id for s in everything.sessions_of(task_id)) == sorted(ids)
     # The described session is the same either way, and so is its scope.
     assert alone.session_json(ids[0]) == changing.session_json(ids[0])
@@ -108,6 +115,11 @@ async def test_sqlite_describes_a_session_from_indexes_not_its_history(
         for index in ("pending_permission", "turn_permissions", "pending_clarification"):
             assert f"ix_task_session_messages_{index}" in used, (choice, index, plan)
         assert "MATERIALIZE described" in plan, (choice, plan)
+        if choice == "session_or_changing_task":
+            # The other sessions' aggregate walks the task's pending rows only.
+            others = [p for p in plan if " other_" in p and "_session " not in p]
+            assert len(others) == 4, plan
+            assert all("_task_pending_" in p for p in others), plan
 
 
 _LITERAL = {"literal_binds": True, "render_postcompile": True}

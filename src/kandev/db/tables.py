@@ -406,6 +406,26 @@ _partial_message_index(
     task_session_messages.c.session_id,
 )
 
+# What a task's other sessions owe (kandev.pending.view's OtherSessions, migration 0011),
+# read by task instead of session by session: the still-pending questions in the order the
+# oldest bundle is chosen by, and the still-pending permission requests.
+_partial_message_index(
+    "ix_task_session_messages_task_pending_clarification",
+    _still_pending("clarification_request"),
+    task_session_messages.c.task_id,
+    task_session_messages.c.created_at,
+    json_key_text(task_session_messages.c.metadata, "pending_id"),
+    # What the pending-question list joins on, so its scan may use either pending index.
+    task_session_messages.c.session_id,
+    task_session_messages.c.turn_id,
+)
+_partial_message_index(
+    "ix_task_session_messages_task_pending_permission",
+    _still_pending("permission_request"),
+    task_session_messages.c.task_id,
+    task_session_messages.c.created_at,
+)
+
 queued_prompts = Table(
     "queued_prompts",
     metadata,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, exists, func, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, exists, false, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 
@@ -31,6 +31,7 @@ from kandev.catalog.messages import (
     PERMISSION_TYPE,
     STATUS_KEY,
 )
+from kandev.catalog.states import INPUT_CAPABLE_STATES, TERMINAL_STATES
 from kandev.clarification.pending_ids import task_pending_clarification_id
 from kandev.clarification.predicates import is_pending, meta, of_type
 from kandev.db.direct import DirectStatement
@@ -38,7 +39,7 @@ from kandev.db.json_sql import json_key_text
 from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
 from kandev.db.tables import task_session_messages as messages
-from kandev.pending.projection import task_pending_action
+from kandev.pending.projection import strongest_action, task_pending_action
 from kandev.sessions.models import Session
 from kandev.sessions.turns import current_turn_id_subquery
 
@@ -75,13 +76,29 @@ class SessionFacts:
         )
 
 
+@dataclass(frozen=True)
+class OtherSessions:
+    """What a task's sessions that were not read as rows add to its JSON: one aggregate over
+    them (the session being written and the primary ones are rows, so writers can patch
+    them), answered from indexes on the pending rows instead of describing every session."""
+
+    action: str | None  # the strongest action an input-capable one owes
+    bundle: tuple[datetime, str] | None  # the oldest active bundle among the live ones
+
+
 class TaskView:
     """The described sessions of one or more tasks; writers patch it with what they changed
     (the rows their UPDATE … RETURNING gave back) and describe from it."""
 
-    def __init__(self, facts: Iterable[SessionFacts], owners: dict[str, str]) -> None:
+    def __init__(
+        self,
+        facts: Iterable[SessionFacts],
+        owners: dict[str, str],
+        others: dict[str, OtherSessions] | None = None,
+    ) -> None:
         self._facts: dict[str, SessionFacts] = {f.session.id: f for f in facts}
         self._owners = owners
+        self._others = others or {}
 
     # --- reading --------------------------------------------------------------------------
 
@@ -124,10 +141,17 @@ class TaskView:
             if f.bundle is not None and not f.session.is_terminal
         }
         primary = next((f for f in of_task if f.session.is_primary), None)
+        action = task_pending_action(states, actions)
+        bundle_id = task_pending_clarification_id(states, bundles)
+        others = self._others.get(task.id)
+        if others is not None:
+            action = strongest_action((action, others.action))
+            oldest = [b for b in (*bundles.values(), others.bundle) if b is not None]
+            bundle_id = min(oldest)[1] if oldest else None
         return task.to_json(
-            task_pending_action=task_pending_action(states, actions),
+            task_pending_action=action,
             primary_session_pending_action=primary.pending_action if primary else None,
-            pending_clarification_id=task_pending_clarification_id(states, bundles),
+            pending_clarification_id=bundle_id,
         )
 
     # --- patching -------------------------------------------------------------------------
@@ -156,7 +180,7 @@ class TaskView:
             )
 
 
-def _facts_query(where: ColumnElement[bool]) -> Any:
+def _facts_query(where: ColumnElement[bool], extra: Sequence[Any] = ()) -> Any:
     described = select(
         task_sessions, current_turn_id_subquery(task_sessions.c.id).label("current_turn_id")
     ).where(where)
@@ -219,7 +243,93 @@ def _facts_query(where: ColumnElement[bool]) -> Any:
         .label("bundle_created"),
         owner.label("owner_id"),
         queued.label("queued_prompt"),
+        *extra,
     ).order_by(current.c.started_at, current.c.id)
+
+
+def _other_pending_rows(
+    kind: str, states: Iterable[str], *, alive: bool, task_id: Any, changing: Any
+) -> tuple[Any, list[ColumnElement[bool]]]:
+    """(row, conditions): the task's still-pending `kind` rows on the current turn
+    of a session that is neither the one asked about nor a primary one, whose state is in
+    `states` (`alive`: not in them — the terminal ones). Each row is found through the
+    task's partial pending index (migration 0011), so the cost is the pending rows, not
+    the sessions."""
+    row = messages.alias(f"other_{kind}")
+    session = task_sessions.alias(f"other_{kind}_session")
+    literal_states = [constant(state) for state in sorted(states)]
+    return (
+        row,
+        [
+            row.c.task_id == task_id,
+            of_type(kind, row),
+            is_pending(row),
+            session.c.id == row.c.session_id,
+            session.c.id != _SESSION_ID,
+            session.c.is_primary == false(),
+            session.c.state.not_in(literal_states)
+            if alive
+            else session.c.state.in_(literal_states),
+            row.c.turn_id == current_turn_id_subquery(session.c.id),
+            changing,
+        ],
+    )
+
+
+def _any_in_task_order(row: Any, *conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+    """Is there such a row — asked as "the first one in the task's index order", so SQLite's
+    planner walks the partial pending index (an EXISTS went by the (task_id, type) index
+    instead, every answered row of the task included)."""
+    first = select(row.c.id).where(*conditions).order_by(row.c.created_at).limit(1)
+    return first.scalar_subquery().is_not(None)
+
+
+def _other_sessions_columns(task_id: Any, changing: Any) -> list[Any]:
+    """OtherSessions as four uncorrelated scalar columns (each planner runs them once per
+    statement): is a permission owed, is a question owed — by an input-capable other
+    session, with the rule of SessionFacts.pending_action (a question on the turn is the
+    session's action, a permission only when the turn's latest permission request is
+    pending) — and the oldest live bundle's pending_id and created_at."""
+    question, asked = _other_pending_rows(
+        CLARIFICATION_TYPE, INPUT_CAPABLE_STATES, alive=False, task_id=task_id, changing=changing
+    )
+    permission, requested = _other_pending_rows(
+        PERMISSION_TYPE, INPUT_CAPABLE_STATES, alive=False, task_id=task_id, changing=changing
+    )
+    later = messages.alias("later_permission")
+    on_turn_question = messages.alias("turn_question")
+    latest = ~exists().where(
+        later.c.turn_id == permission.c.turn_id,
+        of_type(PERMISSION_TYPE, later),
+        or_(
+            later.c.created_at > permission.c.created_at,
+            and_(later.c.created_at == permission.c.created_at, later.c.id > permission.c.id),
+        ),
+    )
+    no_question = ~exists().where(
+        on_turn_question.c.session_id == permission.c.session_id,
+        on_turn_question.c.turn_id == permission.c.turn_id,
+        of_type(CLARIFICATION_TYPE, on_turn_question),
+        is_pending(on_turn_question),
+    )
+    bundle, live = _other_pending_rows(
+        CLARIFICATION_TYPE, TERMINAL_STATES, alive=True, task_id=task_id, changing=changing
+    )
+    bundle_id = json_key_text(bundle.c.metadata, PENDING_ID_KEY)
+    oldest = (
+        select(bundle_id)
+        .where(*live, func.coalesce(bundle_id, constant("")) != constant(""))
+        .order_by(bundle.c.created_at, bundle_id)
+        .limit(1)
+    )
+    return [
+        _any_in_task_order(permission, *requested, latest, no_question).label("others_permission"),
+        _any_in_task_order(question, *asked).label("others_question"),
+        oldest.scalar_subquery().label("others_bundle_id"),
+        oldest.with_only_columns(bundle.c.created_at)
+        .scalar_subquery()
+        .label("others_bundle_created"),
+    ]
 
 
 # The statement of each way of choosing the sessions, built once: building and cache-keying a
@@ -237,10 +347,17 @@ def _statement(choice: str) -> Any:
     of_task = task_sessions.c.task_id == task_of_session
     this_one = task_sessions.c.id == _SESSION_ID
     task_state = select(tasks.c.state).where(tasks.c.id == task_of_session).scalar_subquery()
+    changing = task_state != _TASK_STATE
+    if choice == "session_or_changing_task":
+        # The rows a writer may patch (this session, the primary ones), and the rest of
+        # the task as one aggregate (OtherSessions) — only when the task's state changes.
+        primary = and_(of_task, task_sessions.c.is_primary == true(), changing)
+        return _facts_query(
+            or_(this_one, primary), _other_sessions_columns(task_of_session, changing)
+        )
     where = {
         "session": this_one,
         "session_task": of_task,
-        "session_or_changing_task": or_(this_one, and_(of_task, task_state != _TASK_STATE)),
         "tasks": task_sessions.c.task_id.in_(_IDS),
         "sessions": task_sessions.c.id.in_(_IDS),
     }[choice]
@@ -252,16 +369,30 @@ def _direct(choice: str) -> DirectStatement:
     return DirectStatement(_statement(choice))
 
 
+def _bundle(pending_id: str | None, created: datetime | str | None) -> tuple[datetime, str] | None:
+    if not pending_id or created is None:
+        return None
+    if isinstance(created, str):  # SQLite hands a subquery's value back untyped
+        created = datetime.fromisoformat(created)
+    return (created, pending_id)
+
+
 async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
     facts: list[SessionFacts] = []
     owners: dict[str, str] = {}
+    others: dict[str, OtherSessions] = {}
     for row in await _direct(choice).rows(conn, params):
-        bundle = None
-        if row["bundle_id"]:
-            created = row["bundle_created"]
-            if isinstance(created, str):  # SQLite hands an aggregate back untyped
-                created = datetime.fromisoformat(created)
-            bundle = (created, row["bundle_id"])
+        bundle = _bundle(row["bundle_id"], row["bundle_created"])
+        if "others_permission" in row and row["task_id"] not in others:
+            others[row["task_id"]] = OtherSessions(
+                action=strongest_action(
+                    (
+                        ACTION_PERMISSION if row["others_permission"] else None,
+                        ACTION_CLARIFICATION if row["others_question"] else None,
+                    )
+                ),
+                bundle=_bundle(row["others_bundle_id"], row["others_bundle_created"]),
+            )
         facts.append(
             SessionFacts(
                 session=Session.from_row(row),
@@ -274,7 +405,7 @@ async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
             )
         )
         owners[row["task_id"]] = row["owner_id"] or ""
-    return TaskView(facts, owners)
+    return TaskView(facts, owners, others)
 
 
 async def view_of_session_task(
