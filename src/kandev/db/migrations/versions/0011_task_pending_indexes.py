@@ -6,7 +6,8 @@ task with a thousand sessions, on every answer and every turn end. The other ses
 now one aggregate over their pending rows (kandev.pending.view's OtherSessions), read by
 task through these two partial indexes, in the form of migrations 0003 and 0010: pending
 questions by `(task_id, created_at, pending_id)` — the order the oldest bundle is chosen
-by, with session_id and turn_id, which the pending-question list joins on — and pending permission requests by `(task_id, created_at)`.
+by, with session_id and turn_id, which the pending-question list joins on — and pending
+permission requests by `(task_id, created_at)`.
 
 Revision ID: 0011
 Revises: 0010
