@@ -36,6 +36,7 @@ from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from kandev.errors import ServerBusy
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+AUTOCOMMIT = "AUTOCOMMIT"
 # The pool keeps a connection for every slot (and SQLite's writer): connections beyond
 # pool_size are closed when returned, and with the waiters queued here rather than in the
 # pool, a burst would otherwise open and close connections all the time. The overflow is
@@ -138,9 +139,15 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read. On PostgreSQL it runs in autocommit: under READ COMMITTED each statement
+        sees its own snapshot inside a transaction too, so BEGIN and COMMIT would only add
+        two round trips; locks need a write transaction (`require_transaction`)."""
         with _locked_elsewhere_is_busy():
-            async with self._slot(), self.engine.connect() as conn, conn.begin():
-                yield conn
+            async with self._slot(), self.engine.connect() as conn:
+                if self.is_postgres:
+                    conn = await conn.execution_options(isolation_level=AUTOCOMMIT)
+                async with conn.begin():
+                    yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -270,3 +277,11 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
         # Straight to the inline driver (its busy retry included): a full SQLAlchemy
         # execution of BEGIN cost a quarter of an empty transaction.
         await_(conn.connection.driver_connection.execute_now(_BEGIN_SQL[mode]))
+
+
+def require_transaction(conn: AsyncConnection) -> None:
+    """A transaction-scoped lock taken on an autocommit read would be released at once."""
+    if conn.sync_connection is not None and (
+        conn.sync_connection.get_execution_options().get("isolation_level") == AUTOCOMMIT
+    ):
+        raise RuntimeError("a lock needs a write transaction (db.write()), not db.read()")

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kandev.board.task_repository import with_task_owner
 from kandev.catalog.states import TERMINAL_STATES
 from kandev.db.direct import DirectStatement
+from kandev.db.engine import require_transaction
 from kandev.db.sql_literals import constant
 from kandev.db.tables import task_sessions
 from kandev.sessions.models import Session
@@ -46,7 +47,10 @@ async def get_session_authorizable(
 ) -> tuple[Session, Mapping[Any, Any]] | None:
     """The session, and the row the access rules authorize its task from (one statement).
     `lock_turn`: on PostgreSQL the same statement takes the session's turn lock."""
-    statement = _authorizable_statement(lock_turn and conn.dialect.name == "postgresql")
+    lock_turn = lock_turn and conn.dialect.name == "postgresql"
+    if lock_turn:
+        require_transaction(conn)
+    statement = _authorizable_statement(lock_turn)
     row = await statement.first(conn, {"session_id": session_id})
     return (Session.from_row(row), row) if row is not None else None
 

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.catalog.messages import DISPATCH_ATTEMPTED_KEY, DISPATCH_PENDING_KEY
 from kandev.db.direct import DirectStatement
-from kandev.db.engine import Database
+from kandev.db.engine import Database, require_transaction
 from kandev.db.json_sql import json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
@@ -80,6 +80,7 @@ async def lock_session_turns(conn: AsyncConnection, db: Database, session_ids: l
     """
     if not db.is_postgres:
         return
+    require_transaction(conn)
     for session_id in sorted(set(session_ids)):
         await conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
@@ -102,6 +103,7 @@ async def lock_session_turn_and_row(conn: AsyncConnection, db: Database, session
     deadlock with writers that take them one after the other); tests/db proves the order."""
     if not db.is_postgres:
         return
+    require_transaction(conn)
     await _TURN_AND_ROW_LOCK.run(
         conn, {"key": f"{TURN_LOCK_PREFIX}{session_id}", "session_id": session_id}
     )
