@@ -398,7 +398,9 @@ async def test_pat_is_stored_as_hash_only(auth_services: Services, auth: AuthSer
     assert set(record) == {"id", "name", "prefix", "created_at", "expires_at", "last_used_at"}
     (row,) = await rows(auth_services, auth_api_tokens)
     assert row.token_sha256 == hashlib.sha256(raw.encode()).hexdigest()
-    secret = raw.rsplit("_", 1)[-1][-20:]
+    # The secret after the prefix (it may itself contain "_": URL-safe base64).
+    secret = raw.removeprefix(f"kandev_pat_{record['prefix']}_")[-20:]
+    assert len(secret) == 20
     for value in row:
         assert raw not in str(value) and secret not in str(value)
     identity = await auth.resolve_bearer(raw)
