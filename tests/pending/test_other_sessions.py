@@ -15,12 +15,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import insert, update
 
 from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.catalog.states import SESSION_STATES, TASK_IN_PROGRESS, TASK_REVIEW
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
-from kandev.pending.view import TaskView, view_of_session_task
+from kandev.pending.view import TaskView, _statement, view_of_session_task
 from kandev.services import Services
 
 BASE = datetime(2026, 12, 2, tzinfo=UTC)
@@ -124,7 +125,8 @@ async def test_the_aggregate_says_what_every_session_says(services: Services) ->
         rows = _random_task(rng, task.id, rng.randint(1, 6))
         await _store(services, rows)
         task = await services.tasks.get_task(task.id)
-        primaries = {s["id"] for s in rows["sessions"] if s["is_primary"]}
+        # The task's primary session is its first one (by started_at, id) flagged primary.
+        primary = next((s["id"] for s in rows["sessions"] if s["is_primary"]), None)
         for session in rows["sessions"]:
             async with services.db.read() as conn:
                 every = await view_of_session_task(conn, session["id"], all_sessions=True)
@@ -132,7 +134,8 @@ async def test_the_aggregate_says_what_every_session_says(services: Services) ->
                     conn, session["id"], task_changing_to=TASK_IN_PROGRESS
                 )
             # Only the rows a writer may patch were read.
-            assert {s.id for s in part.sessions_of(task.id)} == {session["id"]} | primaries
+            read = {s.id for s in part.sessions_of(task.id)}
+            assert read == {session["id"], primary} - {None}, (trial, read)
             assert part.task_json(task) == every.task_json(task), (trial, session["id"])
             new_state = rng.choice(SESSION_STATES)
             _patch(every, session["id"], new_state)
@@ -160,3 +163,66 @@ async def test_an_unchanged_task_state_reads_no_other_session(services: Services
             conn, rows["sessions"][1]["id"], task_changing_to=task.state
         )
     assert [s.id for s in view.sessions_of(task.id)] == [rows["sessions"][1]["id"]]
+
+
+def _lookups(plan: dict[str, Any]) -> int:
+    """The most times any one scan of sessions, turns or messages ran (its loops): a check
+    run per pending row of the task shows as a loop per row."""
+    relations = ("task_sessions", "task_session_turns", "task_session_messages")
+    here = int(plan.get("Actual Loops", 1)) if plan.get("Relation Name") in relations else 0
+    return max([here, *(_lookups(child) for child in plan.get("Plans", []))])
+
+
+async def test_a_crowded_task_is_not_walked_session_by_session(
+    services: Services, database_kind: str
+) -> None:
+    """300 sessions of one task each wait on a question (ANALYZEd): PostgreSQL's plan for
+    the changing-task view runs no per-row check on all of them. It hash-joined every
+    session before the LIMIT, and unfenced it checked every pending row before sorting.
+    (SQLite's plan is asserted in tests/pending/test_view.py; it reports no row counts.)"""
+    if database_kind != "postgres":
+        pytest.skip("EXPLAIN ANALYZE row counts are PostgreSQL's")
+    count = 300
+    ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
+    flow = await services.workflows.create_workflow(WorkflowCreate(workspace_id=ws.id, name="f"))
+    task = await services.tasks.create_task(
+        TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="crowd")
+    )
+    rows: dict[str, list[dict]] = {"sessions": [], "turns": [], "messages": []}
+    for n in range(count):
+        session_id, turn_id = f"c-s{n:04d}", f"c-t{n:04d}"
+        stamps = {"created_at": BASE, "updated_at": BASE}
+        rows["sessions"].append(
+            {"id": session_id, "task_id": task.id, "state": "WAITING_FOR_INPUT"}
+            | {"is_primary": n == 0, "started_at": BASE + timedelta(seconds=n), "updated_at": BASE}
+        )
+        rows["turns"].append(
+            {"id": turn_id, "session_id": session_id, "task_id": task.id, "started_at": BASE}
+            | {"metadata": {}}
+            | stamps
+        )
+        rows["messages"].append(
+            {"id": f"c-m{n:04d}", "session_id": session_id, "task_id": task.id}
+            | {"turn_id": turn_id, "type": "clarification_request", "content": "?"}
+            | {"metadata": {"status": "pending", "pending_id": f"c-b{n:04d}"}}
+            | {"created_at": BASE + timedelta(seconds=n), "updated_at": BASE}
+        )
+    await _store(services, rows)
+    async with services.db.write() as conn:
+        await conn.execute(update(tasks).where(tasks.c.id == task.id).values(state=TASK_REVIEW))
+        await conn.exec_driver_sql("ANALYZE")
+    statement = _statement("session_or_changing_task").params(
+        view_session_id="c-s0150", view_task_state=TASK_IN_PROGRESS
+    )
+    dialect = services.db.engine.dialect
+    sql = str(statement.compile(dialect=dialect, compile_kwargs=_LITERAL))
+    async with services.db.read() as conn:
+        found = await conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        plan = found.scalar_one()
+        view = await view_of_session_task(conn, "c-s0150", task_changing_to=TASK_IN_PROGRESS)
+    task = await services.tasks.get_task(task.id)
+    assert view.task_json(task)["pending_clarification_id"] == "c-b0000"  # the oldest bundle
+    assert _lookups(plan[0]["Plan"]) < count // 10, plan
+
+
+_LITERAL = {"literal_binds": True, "render_postcompile": True}

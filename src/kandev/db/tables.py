@@ -28,6 +28,7 @@ from sqlalchemy import (
     and_,
     func,
     text,
+    true,
 )
 
 from kandev.db.json_sql import json_key_text
@@ -298,6 +299,18 @@ task_sessions = Table(
     _updated(),
     Index("ix_task_sessions_task_id", "task_id"),
     Index("ix_task_sessions_state", "state"),
+)
+
+# The task's primary session (kandev.pending.view reads it when the task's state changes,
+# migration 0011): only primary sessions are in it, so a task with a thousand sessions
+# finds its primary one without walking them.
+Index(
+    "ix_task_sessions_primary",
+    task_sessions.c.task_id,
+    task_sessions.c.started_at,
+    task_sessions.c.id,
+    sqlite_where=task_sessions.c.is_primary == true(),
+    postgresql_where=task_sessions.c.is_primary == true(),
 )
 
 task_session_turns = Table(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, exists, false, func, or_, select, true
+from sqlalchemy import ColumnElement, and_, bindparam, exists, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 
@@ -247,54 +247,92 @@ def _facts_query(where: ColumnElement[bool], extra: Sequence[Any] = ()) -> Any:
     ).order_by(current.c.started_at, current.c.id)
 
 
-def _other_pending_rows(
-    kind: str, states: Iterable[str], *, alive: bool, task_id: Any, changing: Any
-) -> tuple[Any, list[ColumnElement[bool]]]:
-    """(row, conditions): the task's still-pending `kind` rows on the current turn
-    of a session that is neither the one asked about nor a primary one, whose state is in
-    `states` (`alive`: not in them — the terminal ones). Each row is found through the
-    task's partial pending index (migration 0011), so the cost is the pending rows, not
-    the sessions."""
+_EVERY_ROW = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class _Others:
+    """What the other-sessions aggregate is relative to (uncorrelated scalar subqueries)."""
+
+    task_id: Any
+    primary_id: Any
+    changing: Any
+
+
+def _candidates(kind: str, rows_of: _Others) -> Any:
+    """The task's still-pending `kind` rows in the order the oldest bundle is chosen by,
+    from the partial pending index by task (migration 0011) — with only the index's own
+    conditions, fenced: PostgreSQL otherwise folded the per-row session checks
+    below into the scan, misjudged them as selective, and ran them on every pending row of
+    the task (bitmap scan, then sort) before the LIMIT; fenced, producing and ordering the
+    candidates is cheap and the checks run only until the first row that counts. The fence
+    is a LIMIT no task reaches, as a literal (SQLite takes no OFFSET without a LIMIT, and
+    would bind the one it adds)."""
     row = messages.alias(f"other_{kind}")
-    session = task_sessions.alias(f"other_{kind}_session")
+    pending_id = json_key_text(row.c.metadata, PENDING_ID_KEY)
+    return (
+        select(
+            row.c.id,
+            row.c.session_id,
+            row.c.turn_id,
+            row.c.created_at,
+            pending_id.label("pending_id"),
+        )
+        .where(row.c.task_id == rows_of.task_id, of_type(kind, row), is_pending(row))
+        .order_by(row.c.created_at, pending_id)
+        .limit(constant(_EVERY_ROW))
+        .subquery(f"{kind}_candidate")
+    )
+
+
+def _first_that_counts(
+    kind: str, states: Iterable[str], *, alive: bool, rows_of: _Others
+) -> tuple[Any, list[ColumnElement[bool]]]:
+    """(candidate, conditions): the candidate rows on the current turn of a session that is
+    neither the one asked about nor the primary one, whose state is in `states` (`alive`:
+    not in them — the terminal ones). The session is looked up per row by correlated
+    scalar subqueries, never joined (a join let the planners hash every session of the
+    task first): the cost is the rows walked until the first that counts."""
+    row = _candidates(kind, rows_of)
     literal_states = [constant(state) for state in sorted(states)]
+    state = select(task_sessions.c.state).where(task_sessions.c.id == row.c.session_id)
+    state_of_session = state.scalar_subquery()
     return (
         row,
         [
-            row.c.task_id == task_id,
-            of_type(kind, row),
-            is_pending(row),
-            session.c.id == row.c.session_id,
-            session.c.id != _SESSION_ID,
-            session.c.is_primary == false(),
-            session.c.state.not_in(literal_states)
+            row.c.session_id != _SESSION_ID,
+            row.c.session_id != func.coalesce(rows_of.primary_id, constant("")),
+            state_of_session.not_in(literal_states)
             if alive
-            else session.c.state.in_(literal_states),
-            row.c.turn_id == current_turn_id_subquery(session.c.id),
-            changing,
+            else state_of_session.in_(literal_states),
+            row.c.turn_id == current_turn_id_subquery(row.c.session_id),
+            rows_of.changing,
         ],
     )
 
 
-def _any_in_task_order(row: Any, *conditions: ColumnElement[bool]) -> ColumnElement[bool]:
-    """Is there such a row — asked as "the first one in the task's index order", so SQLite's
-    planner walks the partial pending index (an EXISTS went by the (task_id, type) index
-    instead, every answered row of the task included)."""
-    first = select(row.c.id).where(*conditions).order_by(row.c.created_at).limit(1)
-    return first.scalar_subquery().is_not(None)
+def _first(row: Any, column: Any, *conditions: ColumnElement[bool]) -> Any:
+    """`column` of the first candidate, in the candidates' order, meeting `conditions`.
+
+    No ORDER BY of its own: both planners scan a fenced subquery (a LIMIT of its own) in
+    the order it produced, and a second ORDER BY made SQLite sort every candidate — every
+    check run on each — before taking the first. The randomized test of
+    tests/pending/test_other_sessions.py (ties on created_at included) holds it to the
+    oldest bundle on both databases."""
+    return select(column).select_from(row).where(*conditions).limit(1).scalar_subquery()
 
 
-def _other_sessions_columns(task_id: Any, changing: Any) -> list[Any]:
+def _other_sessions_columns(rows_of: _Others) -> list[Any]:
     """OtherSessions as four uncorrelated scalar columns (each planner runs them once per
     statement): is a permission owed, is a question owed — by an input-capable other
     session, with the rule of SessionFacts.pending_action (a question on the turn is the
     session's action, a permission only when the turn's latest permission request is
     pending) — and the oldest live bundle's pending_id and created_at."""
-    question, asked = _other_pending_rows(
-        CLARIFICATION_TYPE, INPUT_CAPABLE_STATES, alive=False, task_id=task_id, changing=changing
+    question, asked = _first_that_counts(
+        CLARIFICATION_TYPE, INPUT_CAPABLE_STATES, alive=False, rows_of=rows_of
     )
-    permission, requested = _other_pending_rows(
-        PERMISSION_TYPE, INPUT_CAPABLE_STATES, alive=False, task_id=task_id, changing=changing
+    permission, requested = _first_that_counts(
+        PERMISSION_TYPE, INPUT_CAPABLE_STATES, alive=False, rows_of=rows_of
     )
     later = messages.alias("later_permission")
     on_turn_question = messages.alias("turn_question")
@@ -312,23 +350,17 @@ def _other_sessions_columns(task_id: Any, changing: Any) -> list[Any]:
         of_type(CLARIFICATION_TYPE, on_turn_question),
         is_pending(on_turn_question),
     )
-    bundle, live = _other_pending_rows(
-        CLARIFICATION_TYPE, TERMINAL_STATES, alive=True, task_id=task_id, changing=changing
+    bundle, live = _first_that_counts(
+        CLARIFICATION_TYPE, TERMINAL_STATES, alive=True, rows_of=rows_of
     )
-    bundle_id = json_key_text(bundle.c.metadata, PENDING_ID_KEY)
-    oldest = (
-        select(bundle_id)
-        .where(*live, func.coalesce(bundle_id, constant("")) != constant(""))
-        .order_by(bundle.c.created_at, bundle_id)
-        .limit(1)
-    )
+    named = func.coalesce(bundle.c.pending_id, constant("")) != constant("")
     return [
-        _any_in_task_order(permission, *requested, latest, no_question).label("others_permission"),
-        _any_in_task_order(question, *asked).label("others_question"),
-        oldest.scalar_subquery().label("others_bundle_id"),
-        oldest.with_only_columns(bundle.c.created_at)
-        .scalar_subquery()
-        .label("others_bundle_created"),
+        _first(permission, permission.c.id, *requested, latest, no_question)
+        .is_not(None)
+        .label("others_permission"),
+        _first(question, question.c.id, *asked).is_not(None).label("others_question"),
+        _first(bundle, bundle.c.pending_id, *live, named).label("others_bundle_id"),
+        _first(bundle, bundle.c.created_at, *live, named).label("others_bundle_created"),
     ]
 
 
@@ -349,11 +381,19 @@ def _statement(choice: str) -> Any:
     task_state = select(tasks.c.state).where(tasks.c.id == task_of_session).scalar_subquery()
     changing = task_state != _TASK_STATE
     if choice == "session_or_changing_task":
-        # The rows a writer may patch (this session, the primary ones), and the rest of
-        # the task as one aggregate (OtherSessions) — only when the task's state changes.
-        primary = and_(of_task, task_sessions.c.is_primary == true(), changing)
+        # The rows a writer may patch (this session, the task's primary one — the first,
+        # as task_json takes it), and the rest of the task as one aggregate
+        # (OtherSessions) — only when the task's state changes. Both are id lookups.
+        primary_id = (
+            select(task_sessions.c.id)
+            .where(of_task, task_sessions.c.is_primary == true(), changing)
+            .order_by(task_sessions.c.started_at, task_sessions.c.id)
+            .limit(1)
+            .scalar_subquery()
+        )
         return _facts_query(
-            or_(this_one, primary), _other_sessions_columns(task_of_session, changing)
+            or_(this_one, task_sessions.c.id == primary_id),
+            _other_sessions_columns(_Others(task_of_session, primary_id, changing)),
         )
     where = {
         "session": this_one,
