@@ -79,8 +79,9 @@ class SessionFacts:
 @dataclass(frozen=True)
 class OtherSessions:
     """What a task's sessions that were not read as rows add to its JSON: one aggregate over
-    them (the session being written and the primary ones are rows, so writers can patch
-    them), answered from indexes on the pending rows instead of describing every session."""
+    them (the session being written and the task's primary one are rows, so writers can
+    patch them), answered from indexes on the pending rows instead of describing every
+    session."""
 
     action: str | None  # the strongest action an input-capable one owes
     bundle: tuple[datetime, str] | None  # the oldest active bundle among the live ones
@@ -142,9 +143,10 @@ class TaskView:
         }
         primary = next((f for f in of_task if f.session.is_primary), None)
         action = task_pending_action(states, actions)
-        bundle_id = task_pending_clarification_id(states, bundles)
         others = self._others.get(task.id)
-        if others is not None:
+        if others is None:
+            bundle_id = task_pending_clarification_id(states, bundles)
+        else:  # the rows read, then what the other sessions owe (the same rules)
             action = strongest_action((action, others.action))
             oldest = [b for b in (*bundles.values(), others.bundle) if b is not None]
             bundle_id = min(oldest)[1] if oldest else None
