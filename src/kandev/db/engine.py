@@ -2,10 +2,11 @@
 
 SQLite: WAL, foreign keys and synchronous=NORMAL on every connection; write transactions
 open with BEGIN IMMEDIATE and queue on an asyncio lock, so two writers never meet on the
-file lock. The driver runs sqlite3 inline on the event loop (`kandev.db.inline_sqlite`): no
-thread hop per statement; a lock held by another process is waited for with an async
-backoff, never by blocking the loop. PostgreSQL: an asyncpg pool; per-row serialization uses
-row locks or advisory locks inside the repositories that need them.
+file lock; they share one connection, kept open between them. The driver runs sqlite3
+inline on the event loop (`kandev.db.inline_sqlite`): no thread hop per statement; a lock
+held by another process is waited for with an async backoff, never by blocking the loop.
+PostgreSQL: an asyncpg pool; per-row serialization uses row locks or advisory locks inside
+the repositories that need them.
 
 Both: at most `max_transactions` transactions hold a connection at once (reads on SQLite,
 which queues writes on its lock); the rest queue here, first come first served, and one that
@@ -17,6 +18,7 @@ that, so a transaction opened inside another (which takes no slot) never waits f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -109,6 +111,7 @@ class Database:
         # poll the file lock keeps a burst of writes from ending in "database is locked".
         self._write_lock: asyncio.Lock | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._writer: AsyncConnection | None = None  # SQLite: see _sqlite_writer
         self.checkpointer: WalCheckpointer | None = None
         if self.is_postgres:
             _install_idle_ping(self.engine, ping_idle_s)
@@ -164,10 +167,15 @@ class Database:
                 slot_token = _slot_task.set(task)  # reads inside the write take no slot
                 try:
                     with _locked_elsewhere_is_busy():
-                        async with self.engine.connect() as conn:
-                            conn = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+                        conn = await self._sqlite_writer()
+                        try:
                             async with conn.begin():
                                 yield conn
+                        except BaseException:
+                            # Rolled back. A fresh connection for the next writer: whatever
+                            # failed (or was cancelled mid-rollback) leaves nothing behind.
+                            await self._drop_sqlite_writer()
+                            raise
                     if self.checkpointer is not None:  # committed
                         self.checkpointer.note_write()
                 finally:
@@ -178,6 +186,22 @@ class Database:
                     yield conn
         finally:
             _writing_task.reset(token)
+
+    async def _sqlite_writer(self) -> AsyncConnection:
+        """SQLite's one writer connection, kept open between write transactions (under the
+        write lock): a checkout, execution options and a checkin per write cost three times
+        the BEGIN IMMEDIATE … COMMIT of an empty transaction."""
+        if self._writer is None:
+            conn = await self.engine.connect()
+            self._writer = await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        return self._writer
+
+    async def _drop_sqlite_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            # Back to the pool, which resets it (a broken one it discards).
+            with contextlib.suppress(Exception):
+                await asyncio.shield(writer.close())
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -210,6 +234,10 @@ class Database:
             ) from None
 
     async def dispose(self) -> None:
+        # The writer goes back to the pool first (unless a write still holds it: the
+        # engine's disposal then leaves that connection to its transaction's end).
+        if self._write_lock is None or not self._write_lock.locked():
+            await self._drop_sqlite_writer()
         if self.checkpointer is not None:
             await self.checkpointer.close()
         await self.engine.dispose()

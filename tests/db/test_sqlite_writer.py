@@ -1,0 +1,83 @@
+"""SQLite's write transactions share one connection, kept open between them; a write that
+fails or is cancelled is rolled back and the next one starts on a fresh connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from kandev.db.engine import Database
+
+
+@pytest.fixture
+def sqlite(db: Database, database_kind: str) -> Database:
+    if database_kind != "sqlite":
+        pytest.skip("PostgreSQL writers take pooled connections, one per transaction")
+    return db
+
+
+async def _table(db: Database) -> None:
+    async with db.write() as conn:
+        await conn.execute(text("CREATE TABLE writer_probe (id INTEGER PRIMARY KEY)"))
+
+
+async def _count(db: Database) -> int:
+    async with db.read() as conn:
+        return (await conn.execute(text("SELECT count(*) FROM writer_probe"))).scalar_one()
+
+
+async def test_writes_reuse_one_connection(sqlite: Database) -> None:
+    await _table(sqlite)
+    seen = set()
+    for i in range(3):
+        async with sqlite.write() as conn:
+            await conn.execute(text("INSERT INTO writer_probe (id) VALUES (:i)"), {"i": i})
+            seen.add(id(conn))  # the same SQLAlchemy connection: no checkout per write
+    assert len(seen) == 1
+    assert await _count(sqlite) == 3
+
+
+async def test_a_failed_write_rolls_back_and_the_next_gets_a_fresh_connection(
+    sqlite: Database,
+) -> None:
+    await _table(sqlite)
+    async with sqlite.write() as before:
+        pass
+    with pytest.raises(ZeroDivisionError):
+        async with sqlite.write() as conn:
+            await conn.execute(text("INSERT INTO writer_probe (id) VALUES (1)"))
+            raise ZeroDivisionError
+    async with sqlite.write() as conn:
+        assert conn is not before  # the failed one went back to the pool (reset there)
+        await conn.execute(text("INSERT INTO writer_probe (id) VALUES (2)"))
+    assert await _count(sqlite) == 1  # the failed insert was rolled back
+
+
+async def test_a_cancelled_write_leaves_nothing_open(sqlite: Database) -> None:
+    await _table(sqlite)
+    entered = asyncio.Event()
+
+    async def stuck() -> None:
+        async with sqlite.write() as conn:
+            await conn.execute(text("INSERT INTO writer_probe (id) VALUES (1)"))
+            entered.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(stuck())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with sqlite.write() as conn:  # the write lock is free, no transaction is left open
+        await conn.execute(text("INSERT INTO writer_probe (id) VALUES (2)"))
+    assert await _count(sqlite) == 1
+
+
+async def test_dispose_returns_the_writer(sqlite: Database) -> None:
+    await _table(sqlite)
+    pool = sqlite.engine.sync_engine.pool
+    assert pool.checkedout() == 1  # between writes the Database holds its writer
+    await sqlite.dispose()
+    assert pool.checkedout() == 0
