@@ -33,6 +33,7 @@ import httpx
 
 SCRIPTED_AGENT = str(Path(__file__).resolve().parent / "agents" / "scripted_agent.py")
 SETTLE_TIMEOUT = 90.0
+AGENT_READ_TIMEOUT = 10.0
 POLL = 0.02
 UNSETTLED_STATES = ("STARTING", "RUNNING")
 
@@ -123,12 +124,15 @@ class Server:
                     found.append(os.getpgid(int(entry.name)))
         return sorted(set(found) - {os.getpgid(0), self.proc.pid})
 
-    def kill(self, agent_groups: list[int]) -> None:
-        """SIGKILL the server (a crash), wait for it, then make sure its agents are gone."""
+    def kill(self) -> None:
+        """SIGKILL the server (a crash) and wait for it; its agents live on (kill_agents)."""
         assert self.proc is not None
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+    @staticmethod
+    def kill_agents(agent_groups: list[int]) -> None:
         for group in agent_groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
@@ -166,6 +170,24 @@ async def _until(check, timeout: float, what: str):  # type: ignore[no-untyped-d
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(POLL)  # noqa: sleep-ok (bounded polling, deadline above)
+
+
+async def _agent_has_read(record: Path, nonce: str, agent_groups: list[int]) -> None:
+    """Until the nonce is in the record or every agent has exited (bounded; the trial's
+    assertions judge what was recorded)."""
+
+    def alive(group: int) -> bool:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def done() -> bool:
+        return sum(count(record, nonce)) > 0 or not any(alive(g) for g in agent_groups)
+
+    with contextlib.suppress(AssertionError):
+        await _until(done, AGENT_READ_TIMEOUT, "the agent to read its tool result")
 
 
 async def _rows(client: httpx.AsyncClient, session_id: str) -> list[dict]:
@@ -295,7 +317,12 @@ async def run_trial(
         claimed, seconds = await respond(server, pending_id, outcome_body(nonce, reject))
         if delay and not fault:
             await asyncio.sleep(delay)  # noqa: sleep-ok (the chosen kill moment)
-        server.kill(groups)
+        server.kill()
+        if claimed and not abandon:
+            # respond returned after the tool result was on the agent's socket: the agent
+            # reads it even though the server is gone, given the moment an agent needs.
+            await _agent_has_read(record, nonce, groups)
+        server.kill_agents(groups)
         server.start()
         await server.wait_healthy()
         rows = await settle(server, session_id)

@@ -152,6 +152,7 @@ class ScriptedAgent:
         self._sessions: dict[str, _Session] = {}
         self._children: list[asyncio.subprocess.Process] = []
         self._detached: asyncio.Future[str] | None = None  # permission-detached's request
+        self.asking: set[asyncio.Future[None]] = set()  # ask calls not yet over (see _main)
         self._auth_var = os.environ.get("SCRIPTED_AGENT_AUTH", "")
         self._auth_method: str | None = None
 
@@ -398,6 +399,15 @@ class ScriptedAgent:
     async def _ask(self, session: _Session, *, abandon: bool) -> str:
         """Call ask_user_question_kandev. `abandon`: give up at the first progress
         notification (the question exists by then) and end the turn."""
+        over: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.asking.add(over)
+        try:
+            return await self._ask_call(session, abandon=abandon)
+        finally:
+            over.set_result(None)
+            self.asking.discard(over)
+
+    async def _ask_call(self, session: _Session, *, abandon: bool) -> str:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -414,6 +424,10 @@ class ScriptedAgent:
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=None)) as http,
             Client(streamable_http_client(server.url, http_client=http)) as client,
         ):
+            # Tools first, as agents do: a call to a tool the client has not listed lists
+            # them after the result came (to check it against the output schema), and a
+            # server that died right after answering fails the call with its answer in hand.
+            await client.list_tools()
             call = asyncio.ensure_future(
                 client.call_tool(
                     "ask_user_question_kandev",
@@ -440,8 +454,26 @@ class ScriptedAgent:
 
 
 async def _main() -> None:
-    reader, writer = await stdio_streams()
-    await run_agent(ScriptedAgent(), writer, reader)
+    stdin, writer = await stdio_streams()
+    agent = ScriptedAgent()
+    # The connection to the server ends when stdin does, taking the prompt being served
+    # with it. A tool result the server sent just before it died is still in this agent's
+    # socket then: the relay ends the connection only once the ask call in flight has
+    # read it (or failed), as an agent whose tool call outlives its client would.
+    reader = asyncio.StreamReader(limit=stdin._limit)
+
+    async def relay() -> None:
+        while chunk := await stdin.read(65536):
+            reader.feed_data(chunk)
+        if agent.asking:
+            await asyncio.wait(agent.asking, timeout=10)
+        reader.feed_eof()
+
+    relaying = asyncio.ensure_future(relay())
+    try:
+        await run_agent(agent, writer, reader)
+    finally:
+        relaying.cancel()
 
 
 if __name__ == "__main__":

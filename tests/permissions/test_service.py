@@ -119,3 +119,76 @@ async def test_list_pages_oldest_first(services: Services, clock: ManualClock) -
     assert rest["next_cursor"] == ""
     for _, _, blocked in (first, second):
         blocked.cancel()
+
+
+async def _queued_writers(services: Services, count: int) -> None:
+    """Until `count` tasks wait on SQLite's write lock (each runs to its first wait when
+    the loop gets control; bounded)."""
+    lock = services.db._write_lock
+    assert lock is not None
+    for _ in range(1000):
+        if len(lock._waiters or ()) >= count:  # type: ignore[attr-defined]
+            return
+        await asyncio.sleep(0)  # noqa: sleep-ok (a yield: the queued task runs to its wait)
+    raise AssertionError(f"{count} writers did not queue")
+
+
+async def test_a_request_is_announced_before_its_turn_end_committed_behind_it(
+    services: Services, database_kind: str
+) -> None:
+    """The turn's end, queued right behind the request's insert, commits next and expires
+    it. The request's "added" must still reach clients first, or they keep an open request
+    that is gone — even when every read slot is busy (a loaded server) when it commits."""
+    if database_kind != "sqlite":
+        pytest.skip("SQLite queues writers on one lock: the order is the test's to choose")
+    ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
+    flow = await services.workflows.create_workflow(WorkflowCreate(workspace_id=ws.id, name="f"))
+    task = await services.tasks.create_task(
+        TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
+    )
+    session = await services.sessions.create_session(task.id, SessionCreate())
+    await services.sessions.prompt(session["id"], "go")
+    turn_id = (await services.sessions.get_session(session["id"]))["current_turn_id"]
+    assert turn_id
+    orchestrator = services.orchestrator
+    stream = services.bus.subscribe()
+    release_reads = asyncio.Event()
+    reading = asyncio.Event()
+    held, held_slots = 0, services.db.max_transactions
+
+    async def busy_reader() -> None:
+        nonlocal held
+        async with services.db.read():
+            held += 1
+            if held == held_slots:
+                reading.set()
+            await release_reads.wait()
+
+    readers: list[asyncio.Task[None]] = []
+    try:
+        async with services.db.write():  # holds the lock while both queue, in this order
+            asked = asyncio.create_task(
+                services.permissions.decide(session["id"], TOOL_CALL, OPTIONS)
+            )
+            await _queued_writers(services, 1)
+            ended = asyncio.create_task(
+                orchestrator.recorder.finish_turn(
+                    session["id"], turn_id, "end_turn", orchestrator.hooks
+                )
+            )
+            await _queued_writers(services, 2)
+            readers += [asyncio.create_task(busy_reader()) for _ in range(held_slots)]
+            await asyncio.wait_for(reading.wait(), 30)
+        await asyncio.wait_for(ended, 30)
+        release_reads.set()
+        assert await asyncio.wait_for(asked, 30) is None  # expired with its turn
+        seen = []
+        while not stream.queue.empty():  # published by now: both transitions returned
+            event = stream.queue.get_nowait()
+            if (event.data.get("message") or {}).get("type") == "permission_request":
+                seen.append((event.type, event.data["message"]["metadata"]["status"]))
+    finally:
+        release_reads.set()
+        await asyncio.gather(*readers)
+        stream.close()
+    assert seen == [("session.message.added", "pending"), ("session.message.updated", "expired")]

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from kandev.clarification.bundles import find_active_messages, insert_bundle
 from kandev.clarification.claims import cancel_bundle
 from kandev.clarification.delivery import DeliveryFailed
@@ -36,10 +38,10 @@ from kandev.errors import Conflict, NotFound, ValidationFailed
 from kandev.ids import IdFactory
 from kandev.log_fields import log_event
 from kandev.sessions import session_repository as sessions_repo
-from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.access import AccessRules
+from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
-from kandev.sessions.turns import current_turn_id
+from kandev.sessions.turns import asking_turn_id
 
 log = logging.getLogger(__name__)
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -156,15 +158,10 @@ class Asking:
         context: str,
     ) -> None:
         now = self.clock.now()
-        async with self.db.write() as conn:
-            turn_id = await current_turn_id(conn, session_id)
-            if turn_id is None:  # an agent that asks before any prompt: give it a turn
-                turn_id = (
-                    await turns_repo.insert_turn(
-                        conn, id=self.new_id(), session_id=session_id, task_id=task_id, now=now
-                    )
-                ).id
-            rows = await insert_bundle(
+
+        async def insert(conn: AsyncConnection) -> list[Message]:
+            turn_id = await asking_turn_id(conn, session_id, task_id, self.new_id, now)
+            return await insert_bundle(
                 conn,
                 pending_id=pending_id,
                 session_id=session_id,
@@ -175,6 +172,8 @@ class Asking:
                 now=now,
                 new_id=self.new_id,
             )
+
+        rows = await self.recorder.write_messages(insert, added=True) or []
         log_event(
             log,
             logging.INFO,
@@ -182,10 +181,9 @@ class Asking:
             pending_id=pending_id,
             session_id=session_id,
             task_id=task_id,
-            turn_id=turn_id,
+            turn_id=rows[0].turn_id if rows else None,
             questions=len(questions),
         )
-        await self.recorder.publish_messages(rows, added=True)
 
     async def request(self, body: Any) -> str:
         """REST creation path: authorized, non-blocking, no session/task state change."""
@@ -310,9 +308,10 @@ class Asking:
             raise NotFound(BUNDLE_NOT_FOUND)
         if not self.store.cancel_request(pending_id):
             raise Conflict(NO_LONGER_ACTIVE)
-        async with self.db.write() as conn:
-            rows = await cancel_bundle(conn, self.db, pending_id, self.clock.now())
-        await self.recorder.publish_messages(rows)
+        now = self.clock.now()
+        await self.recorder.write_messages(
+            lambda conn: cancel_bundle(conn, self.db, pending_id, now)
+        )
         log.info("clarification %s of session %s cancelled", pending_id, bundle.session_id)
 
     def _in_background(self, coro: Awaitable[Any]) -> None:

@@ -190,17 +190,15 @@ class AnswerDelivery:
         self, pending_id: str, status: str, claimed_ids: list[str], via: str
     ) -> None:
         """The delivered mark (or the record of why there is nobody to deliver to)."""
-        async with self.db.write() as conn:
-            rows = await finalize_delivery(conn, self.db, pending_id, status, claimed_ids, via)
+        rows = await self.recorder.write_messages(
+            lambda conn: finalize_delivery(conn, self.db, pending_id, status, claimed_ids, via)
+        )
         if rows is None:
             raise DeliveryFailed("clarification delivery state could not be finalized")
-        await self.recorder.publish_messages(rows)
 
     async def restore(self, pending_id: str, status: str, claimed_ids: list[str]) -> None:
         """Undo the claim of a delivery known to have failed (so it can be answered again)."""
-        async with self.db.write() as conn:
-            rows = await restore_active_bundle(
-                conn, self.db, pending_id, status, claimed_ids, self.clock.now()
-            )
-        if rows:
-            await self.recorder.publish_messages(rows)
+        now = self.clock.now()
+        await self.recorder.write_messages(
+            lambda conn: restore_active_bundle(conn, self.db, pending_id, status, claimed_ids, now)
+        )

@@ -60,18 +60,20 @@ class SessionLifecycle:
     async def detach_session(self, session_id: str) -> int:
         """Turn ended / agent gone: bundles stay answerable, marked agent_disconnected."""
         self.store.cancel_session(session_id)
-        async with self.db.write() as conn:
-            rows = await detach_active(conn, self.db, session_id, self.clock.now())
-        await self.recorder.publish_messages(rows)
-        return len({m.metadata.get("pending_id") for m in rows})
+        now = self.clock.now()
+        rows = await self.recorder.write_messages(
+            lambda conn: detach_active(conn, self.db, session_id, now)
+        )
+        return len({m.metadata.get("pending_id") for m in rows or []})
 
     async def expire_session(self, session_id: str) -> int:
         """The session reached a terminal state: its active bundles expire."""
         self.store.cancel_session(session_id)
-        async with self.db.write() as conn:
-            rows = await expire_active_bundles(conn, self.db, session_id, self.clock.now())
-        await self.recorder.publish_messages(rows)
-        return len({m.metadata.get("pending_id") for m in rows})
+        now = self.clock.now()
+        rows = await self.recorder.write_messages(
+            lambda conn: expire_active_bundles(conn, self.db, session_id, now)
+        )
+        return len({m.metadata.get("pending_id") for m in rows or []})
 
     async def turn_ending_in(
         self, conn: AsyncConnection, session_id: str, view: SessionsView, events: PendingEvents

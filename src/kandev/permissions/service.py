@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -44,12 +44,11 @@ from kandev.ids import IdFactory
 from kandev.log_fields import log_event
 from kandev.permissions import repository as repo
 from kandev.sessions import session_repository as sessions_repo
-from kandev.sessions import turn_repository as turns_repo
 from kandev.sessions.access import AccessRules
 from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
-from kandev.sessions.turns import current_turn_id
+from kandev.sessions.turns import asking_turn_id
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +127,9 @@ class PermissionService:
         self._waiters[pending_id] = waiter
         try:
             now = self.clock.now()
-            async with self.db.write() as conn:
-                turn_id = await current_turn_id(conn, session_id)
-                if turn_id is None:  # asked before any prompt: give it a turn
-                    turn_id = (
-                        await turns_repo.insert_turn(
-                            conn, id=self.new_id(), session_id=session_id, task_id=task_id, now=now
-                        )
-                    ).id
+
+            async def insert(conn: AsyncConnection) -> list[Message]:
+                turn_id = await asking_turn_id(conn, session_id, task_id, self.new_id, now)
                 row = await repo.insert_request(
                     conn,
                     message_id=self.new_id(),
@@ -147,16 +141,18 @@ class PermissionService:
                     options=options,
                     now=now,
                 )
+                return [row]
+
+            (row,) = await self.recorder.write_messages(insert, added=True) or []
             self._log(
                 "permission asked",
                 session_id,
                 pending_id=pending_id,
                 task_id=task_id,
-                turn_id=turn_id,
+                turn_id=row.turn_id,
                 title=tool_call.get("title", ""),
                 kind=tool_call.get("kind") or None,
             )
-            await self.recorder.publish_messages([row], added=True)
             await self.recorder.mark_waiting(session_id)
             return await waiter
         except asyncio.CancelledError:
@@ -283,28 +279,27 @@ class PermissionService:
         return False
 
     async def expire_session(self, session_id: str) -> int:
-        async with self.db.write() as conn:
-            rows = await repo.expire_requests(conn, self.clock.now(), session_id=session_id)
-        return await self._expired(rows)
+        now = self.clock.now()
+        return await self._expire(
+            lambda conn: repo.expire_requests(conn, now, session_id=session_id)
+        )
 
     async def expire_on_startup(self, now: datetime | None = None) -> int:
         """Requests a previous server left open can never reach their agent: expired."""
-        async with self.db.write() as conn:
-            rows = await repo.expire_requests(conn, now or self.clock.now())
-        return await self._expired(rows)
+        at = now or self.clock.now()
+        return await self._expire(lambda conn: repo.expire_requests(conn, at))
 
     async def _expire_one(self, pending_id: str) -> None:
-        async with self.db.write() as conn:
-            rows = await repo.expire_request(conn, pending_id, self.clock.now())
-        await self._expired(rows)
+        now = self.clock.now()
+        await self._expire(lambda conn: repo.expire_request(conn, pending_id, now))
 
-    async def _expired(self, rows: list[Message]) -> int:
+    async def _expire(self, change: Callable[[AsyncConnection], Awaitable[list[Message]]]) -> int:
+        rows = await self.recorder.write_messages(change) or []
         for row in rows:
             self._log(
                 "permission expired", row.session_id, pending_id=row.metadata.get(PENDING_ID_KEY)
             )
             self._wake(str(row.metadata.get(PENDING_ID_KEY)), None)
-        await self.recorder.publish_messages(rows)
         return len(rows)
 
     @staticmethod

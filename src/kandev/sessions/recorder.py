@@ -470,11 +470,33 @@ class SessionRecorder:
             return
         events = PendingEvents(self.bus)
         async with self.db.read() as conn:
-            view = await self.describer.view_of_sessions(
-                conn, sorted({m.session_id for m in messages})
-            )
-        self.message_events(events, view, messages, added=added)
+            await self._gather_message_events(conn, events, messages, added=added)
         events.publish()
+
+    async def write_messages(
+        self,
+        change: Callable[[AsyncConnection], Awaitable[list[Message] | None]],
+        *,
+        added: bool = False,
+    ) -> list[Message] | None:
+        """Run `change` in a write transaction and announce the rows it returns (as
+        publish_messages does), their events gathered in that transaction and published
+        as soon as it commits: in commit order. Announced from a later read, a row's
+        "added" could reach clients after a transition committed behind it (its turn
+        ended, it expired), and the later state would be overwritten by the earlier."""
+        events = PendingEvents(self.bus)
+        async with self.db.write() as conn:
+            rows = await change(conn)
+            if rows:
+                await self._gather_message_events(conn, events, rows, added=added)
+        events.publish()
+        return rows
+
+    async def _gather_message_events(
+        self, conn: AsyncConnection, events: PendingEvents, messages: list[Message], *, added: bool
+    ) -> None:
+        view = await self.describer.view_of_sessions(conn, sorted({m.session_id for m in messages}))
+        self.message_events(events, view, messages, added=added)
 
     async def mark_waiting(self, session_id: str) -> None:
         """An agent asked a question: session WAITING_FOR_INPUT, task REVIEW."""

@@ -9,6 +9,9 @@ newer authoritative one exists. (reference clarification-baseline §1.4)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from sqlalchemy import (
     ColumnElement,
     FromClause,
@@ -29,6 +32,7 @@ from kandev.db.engine import Database, require_transaction
 from kandev.db.json_sql import json_truthy
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
+from kandev.sessions import turn_repository as turns_repo
 
 TURN_LOCK_PREFIX = "task-session-turn:"
 
@@ -63,6 +67,24 @@ async def current_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
         .limit(1)
     )
     return (await conn.execute(query)).scalar_one_or_none()
+
+
+async def asking_turn_id(
+    conn: AsyncConnection,
+    session_id: str,
+    task_id: str,
+    new_id: Callable[[], str],
+    now: datetime,
+) -> str:
+    """The turn a question or permission request belongs to: the current one, or a new
+    turn for an agent that asks before any prompt."""
+    turn_id = await current_turn_id(conn, session_id)
+    if turn_id is None:
+        turn = await turns_repo.insert_turn(
+            conn, id=new_id(), session_id=session_id, task_id=task_id, now=now
+        )
+        turn_id = turn.id
+    return turn_id
 
 
 def turn_lock_column(session_id: ColumnElement[str]) -> ColumnElement[object]:
