@@ -10,13 +10,12 @@ import pytest
 from sqlalchemy import update
 
 from kandev.auth.identity import Identity, acting_as
-from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.clarification.inputs import RequestInput
 from kandev.db.tables import metadata as schema
 from kandev.db.tables import task_session_messages
 from kandev.errors import Conflict, NotFound, ValidationFailed
 from kandev.services import Services
-from kandev.sessions.inputs import SessionCreate
+from tests.prompted import prompted_session
 
 QUESTIONS = [
     {
@@ -45,20 +44,12 @@ GOOD = [
 
 async def _bundle(services: Services, owner: Identity | None = None) -> tuple[str, str, str]:
     """A session without a managed agent and an open question; (task, session, pending)."""
+    task_id, session_id = await prompted_session(services, owner)
     with acting_as(owner):
-        ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
-        flow = await services.workflows.create_workflow(
-            WorkflowCreate(workspace_id=ws.id, name="f")
-        )
-        task = await services.tasks.create_task(
-            TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
-        )
-        session = await services.sessions.create_session(task.id, SessionCreate())
-        await services.sessions.prompt(session["id"], "go")
         pending_id = await services.clarifications.request(
-            RequestInput(session_id=session["id"], questions=QUESTIONS)
+            RequestInput(session_id=session_id, questions=QUESTIONS)
         )
-    return task.id, session["id"], pending_id
+    return task_id, session_id, pending_id
 
 
 async def _resolve(services: Services, pending_id: str, answers: Any = None, **kw: Any) -> dict:

@@ -69,19 +69,11 @@ async def test_agent_token_is_looked_up_once_and_refused_right_after_revoke(
 
 async def seeded_token(services: Services) -> tuple[str, str, str]:
     """A workspace, task and live session made through the services; its agent token."""
-    from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
-    from kandev.sessions.inputs import SessionCreate
+    from tests.prompted import new_session
 
-    workspace = await services.workspaces.create_workspace(WorkspaceCreate(name="WS"))
-    workflow = await services.workflows.create_workflow(
-        WorkflowCreate(workspace_id=workspace.id, name="Flow")
-    )
-    task = await services.tasks.create_task(
-        TaskCreate(workspace_id=workspace.id, workflow_id=workflow.id, title="t")
-    )
-    session = await services.sessions.create_session(task.id, SessionCreate())
-    creds = await services.sessions.create_agent_token(session["id"])
-    return task.id, session["id"], creds["token"]
+    task_id, session_id = await new_session(services)
+    creds = await services.sessions.create_agent_token(session_id)
+    return task_id, session_id, creds["token"]
 
 
 async def test_a_lookup_racing_the_revoking_transaction_is_not_cached(

@@ -8,52 +8,15 @@ import asyncio
 import pytest
 
 from kandev.auth.identity import Identity, acting_as
-from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.clock import ManualClock
 from kandev.errors import Conflict, NotFound, ValidationFailed
 from kandev.services import Services
-from kandev.sessions.inputs import SessionCreate
-
-TOOL_CALL = {"tool_call_id": "c1", "title": "Run tests", "kind": "execute", "raw_input": None}
-OPTIONS = [
-    {"option_id": "yes", "name": "Allow", "kind": "allow_once"},
-    {"option_id": "no", "name": "Reject", "kind": "reject_once"},
-]
-
-
-async def _waiting(
-    services: Services, owner: Identity | None = None
-) -> tuple[str, str, asyncio.Task[str | None]]:
-    """A session without a managed agent blocked on a permission request:
-    (session id, pending id, the blocked decide call)."""
-    with acting_as(owner):
-        ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
-        flow = await services.workflows.create_workflow(
-            WorkflowCreate(workspace_id=ws.id, name="f")
-        )
-        task = await services.tasks.create_task(
-            TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
-        )
-        session = await services.sessions.create_session(task.id, SessionCreate())
-        await services.sessions.prompt(session["id"], "go")
-    stream = services.bus.subscribe()
-    blocked = asyncio.create_task(services.permissions.decide(session["id"], TOOL_CALL, OPTIONS))
-    pending_id = None
-    try:
-        while True:
-            event = await stream.next(timeout=30)
-            assert event is not None
-            message = event.data.get("message") or {}
-            if message.get("type") == "permission_request":
-                pending_id = message["metadata"]["pending_id"]
-            if event.data.get("state") == "WAITING_FOR_INPUT" and pending_id is not None:
-                return session["id"], pending_id, blocked
-    finally:
-        stream.close()
+from tests.permissions.waiting import OPTIONS, TOOL_CALL, waiting_session
+from tests.prompted import prompted_session
 
 
 async def test_many_concurrent_deciders_one_winner(services: Services) -> None:
-    sid, pending_id, blocked = await _waiting(services)
+    sid, pending_id, blocked = await waiting_session(services)
     choices = ["yes", "no"] * 4
     results = await asyncio.gather(
         *(services.permissions.respond(pending_id, c, via="rest") for c in choices)
@@ -70,7 +33,7 @@ async def test_many_concurrent_deciders_one_winner(services: Services) -> None:
 
 
 async def test_an_option_not_offered_writes_nothing(services: Services) -> None:
-    _, pending_id, blocked = await _waiting(services)
+    _, pending_id, blocked = await waiting_session(services)
     for bad in ("maybe", "", None):
         with pytest.raises(ValidationFailed) as raised:
             await services.permissions.respond(pending_id, bad)
@@ -85,7 +48,7 @@ async def test_an_option_not_offered_writes_nothing(services: Services) -> None:
 
 async def test_foreign_is_the_unknown_404_and_invisible_in_the_list(services: Services) -> None:
     alice, bob = Identity("alice"), Identity("bob")
-    _, pending_id, blocked = await _waiting(services, alice)
+    _, pending_id, blocked = await waiting_session(services, alice)
     with acting_as(bob):
         with pytest.raises(NotFound) as foreign:
             await services.permissions.respond(pending_id, "yes")
@@ -100,7 +63,7 @@ async def test_foreign_is_the_unknown_404_and_invisible_in_the_list(services: Se
 
 
 async def test_ending_the_session_expires_and_cancels(services: Services) -> None:
-    sid, pending_id, blocked = await _waiting(services)
+    sid, pending_id, blocked = await waiting_session(services)
     await services.sessions.stop(sid, "CANCELLED")
     assert await asyncio.wait_for(blocked, 30) is None  # the agent's call: cancelled
     with pytest.raises(Conflict):
@@ -108,9 +71,9 @@ async def test_ending_the_session_expires_and_cancels(services: Services) -> Non
 
 
 async def test_list_pages_oldest_first(services: Services, clock: ManualClock) -> None:
-    first = await _waiting(services)
+    first = await waiting_session(services)
     clock.advance(seconds=5)
-    second = await _waiting(services)
+    second = await waiting_session(services)
     page = await services.permissions.list_pending(limit=1)
     assert [p["pending_id"] for p in page["permissions"]] == [first[1]]
     assert page["next_cursor"]
@@ -141,13 +104,7 @@ async def test_a_request_is_announced_before_its_turn_end_committed_behind_it(
     that is gone — even when every read slot is busy (a loaded server) when it commits."""
     if database_kind != "sqlite":
         pytest.skip("SQLite queues writers on one lock: the order is the test's to choose")
-    ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
-    flow = await services.workflows.create_workflow(WorkflowCreate(workspace_id=ws.id, name="f"))
-    task = await services.tasks.create_task(
-        TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
-    )
-    session = await services.sessions.create_session(task.id, SessionCreate())
-    await services.sessions.prompt(session["id"], "go")
+    session = {"id": (await prompted_session(services))[1]}
     turn_id = (await services.sessions.get_session(session["id"]))["current_turn_id"]
     assert turn_id
     orchestrator = services.orchestrator
