@@ -296,9 +296,18 @@ async def test_a_request_open_when_its_turn_ends_expires(live_server_factory, sq
         task = await make_task(client)
         async with sse_stream(client, params={"task_id": task["id"]}) as events:
             sid = await _start(client, task, "permission-detached")
-            asked = await events.wait_for(_is_permission)
+            # The request and the turn's end are recorded in either order (born expired
+            # when the end came first): wait for both.
+            asked = ended = None
+            while asked is None or ended is None:
+                event = await events.wait_for(
+                    lambda e: _is_permission(e) or of_type("session.turn.completed")(e)
+                )
+                if _is_permission(event):
+                    asked = event
+                else:
+                    ended = event
             pending_id = asked.data["message"]["metadata"]["pending_id"]
-            await events.wait_for(of_type("session.turn.completed"))
             session = (await client.get(f"/api/v1/sessions/{sid}")).json()
             assert (session["state"], session["pending_action"]) == ("IDLE", None)
             r = await client.post(

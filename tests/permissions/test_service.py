@@ -149,3 +149,31 @@ async def test_a_request_is_announced_before_its_turn_end_committed_behind_it(
         await asyncio.gather(*readers)
         stream.close()
     assert seen == [("session.message.added", "pending"), ("session.message.updated", "expired")]
+
+
+async def test_a_request_recorded_after_its_turn_ended_is_born_expired(
+    services: Services,
+) -> None:
+    """The agent asked and at once ended its turn, and the turn's end was written first:
+    the request expires with that turn (the agent's call is cancelled), never left open in
+    an idle session."""
+    _, session_id = await prompted_session(services)
+    turn_id = (await services.sessions.get_session(session_id))["current_turn_id"]
+    orchestrator = services.orchestrator
+    await orchestrator.recorder.finish_turn(session_id, turn_id, "end_turn", orchestrator.hooks)
+    stream = services.bus.subscribe()
+    try:
+        asked = asyncio.create_task(services.permissions.decide(session_id, TOOL_CALL, OPTIONS))
+        while True:
+            event = await stream.next(timeout=30)
+            assert event is not None, "no permission request was announced"
+            message = event.data.get("message") or {}
+            if message.get("type") == "permission_request":
+                break
+    finally:
+        stream.close()
+    assert (event.type, message["metadata"]["status"]) == ("session.message.added", "expired")
+    assert await asyncio.wait_for(asked, 30) is None
+    assert (await services.permissions.list_pending())["count"] == 0
+    session = await services.sessions.get_session(session_id)
+    assert (session["state"], session["pending_action"]) == ("IDLE", None)

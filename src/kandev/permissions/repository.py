@@ -72,6 +72,7 @@ async def insert_request(
     tool_call: dict[str, Any],
     options: list[dict[str, Any]],
     now: datetime,
+    status: str = PENDING,
 ) -> Message:
     return await messages_repo.insert_message(
         conn,
@@ -87,7 +88,7 @@ async def insert_request(
             "requests_input": True,
             "metadata": {
                 PENDING_ID_KEY: pending_id,
-                STATUS_KEY: PENDING,
+                STATUS_KEY: status,
                 TOOL_CALL_KEY: tool_call,
                 OPTIONS_KEY: options,
             },

@@ -28,7 +28,9 @@ from kandev.board import agent_profile_repository as profiles_repo
 from kandev.catalog.messages import (
     ALLOWED,
     DECISION_KEY,
+    EXPIRED,
     OPTIONS_KEY,
+    PENDING,
     PENDING_ID_KEY,
     PERMISSION_DECIDED,
     REJECTED,
@@ -48,7 +50,7 @@ from kandev.sessions.access import AccessRules
 from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
-from kandev.sessions.turns import asking_turn_id
+from kandev.sessions.turns import asking_turn_id, turn_is_over
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,9 @@ class PermissionService:
 
             async def insert(conn: AsyncConnection) -> list[Message]:
                 turn_id = await asking_turn_id(conn, session_id, task_id, self.new_id, now)
+                # Asked during a turn whose end was recorded first (the agent asked and at
+                # once ended its turn): it expires with that turn, as one open at its end.
+                over = await turn_is_over(conn, turn_id)
                 row = await repo.insert_request(
                     conn,
                     message_id=self.new_id(),
@@ -140,6 +145,7 @@ class PermissionService:
                     tool_call=tool_call,
                     options=options,
                     now=now,
+                    status=EXPIRED if over else PENDING,
                 )
                 return [row]
 
@@ -153,6 +159,9 @@ class PermissionService:
                 title=tool_call.get("title", ""),
                 kind=tool_call.get("kind") or None,
             )
+            if row.metadata.get(STATUS_KEY) == EXPIRED:
+                self._log("permission expired", session_id, pending_id=pending_id)
+                return None  # the agent's call: cancelled
             await self.recorder.mark_waiting(session_id)
             return await waiter
         except asyncio.CancelledError:

@@ -87,6 +87,13 @@ async def asking_turn_id(
     return turn_id
 
 
+async def turn_is_over(conn: AsyncConnection, turn_id: str) -> bool:
+    """The turn has completed (or is gone)."""
+    query = select(turns.c.completed_at).where(turns.c.id == turn_id)
+    row = (await conn.execute(query)).first()
+    return row is None or row.completed_at is not None
+
+
 def turn_lock_column(session_id: ColumnElement[str]) -> ColumnElement[object]:
     """PostgreSQL: the session's turn lock (the same key as `lock_session_turns`) as a column
     of a statement that reads the session anyway, so taking it costs no statement."""
