@@ -41,7 +41,7 @@ from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.access import AccessRules
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
-from kandev.sessions.turns import asking_turn_id
+from kandev.sessions.turns import asking_turn
 
 log = logging.getLogger(__name__)
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -160,7 +160,7 @@ class Asking:
         now = self.clock.now()
 
         async def insert(conn: AsyncConnection) -> list[Message]:
-            turn_id = await asking_turn_id(conn, session_id, task_id, self.new_id, now)
+            turn_id = (await asking_turn(conn, session_id, task_id, self.new_id, now)).id
             return await insert_bundle(
                 conn,
                 pending_id=pending_id,

@@ -50,7 +50,7 @@ from kandev.sessions.access import AccessRules
 from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Message
 from kandev.sessions.recorder import SessionRecorder
-from kandev.sessions.turns import asking_turn_id, turn_is_over
+from kandev.sessions.turns import asking_turn
 
 log = logging.getLogger(__name__)
 
@@ -131,21 +131,20 @@ class PermissionService:
             now = self.clock.now()
 
             async def insert(conn: AsyncConnection) -> list[Message]:
-                turn_id = await asking_turn_id(conn, session_id, task_id, self.new_id, now)
-                # Asked during a turn whose end was recorded first (the agent asked and at
-                # once ended its turn): it expires with that turn, as one open at its end.
-                over = await turn_is_over(conn, turn_id)
+                turn = await asking_turn(conn, session_id, task_id, self.new_id, now)
                 row = await repo.insert_request(
                     conn,
                     message_id=self.new_id(),
                     pending_id=pending_id,
                     session_id=session_id,
                     task_id=task_id,
-                    turn_id=turn_id,
+                    turn_id=turn.id,
                     tool_call=tool_call,
                     options=options,
                     now=now,
-                    status=EXPIRED if over else PENDING,
+                    # Asked during a turn whose end was recorded first (the agent asked and
+                    # at once ended its turn): it expires with that turn, as one open at its end.
+                    status=EXPIRED if turn.over else PENDING,
                 )
                 return [row]
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
     FromClause,
     ScalarSelect,
+    Select,
     exists,
     func,
     literal,
@@ -59,39 +61,42 @@ def current_turn_id_subquery(session_id: ColumnElement[str]) -> ScalarSelect[str
     )
 
 
-async def current_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
-    query = (
-        select(turns.c.id)
+def _current_turn(session_id: str, *columns: ColumnElement[Any]) -> Select[Any]:
+    return (
+        select(*columns)
         .where(turns.c.session_id == session_id, turn_is_authoritative())
         .order_by(turns.c.started_at.desc(), turns.c.created_at.desc(), turns.c.id.desc())
         .limit(1)
     )
-    return (await conn.execute(query)).scalar_one_or_none()
 
 
-async def asking_turn_id(
+async def current_turn_id(conn: AsyncConnection, session_id: str) -> str | None:
+    return (await conn.execute(_current_turn(session_id, turns.c.id))).scalar_one_or_none()
+
+
+class AskingTurn(NamedTuple):
+    id: str
+    over: bool  # its end was already recorded (the agent asked and at once ended its turn)
+
+
+async def asking_turn(
     conn: AsyncConnection,
     session_id: str,
     task_id: str,
     new_id: Callable[[], str],
     now: datetime,
-) -> str:
-    """The turn a question or permission request belongs to: the current one, or a new
-    turn for an agent that asks before any prompt."""
-    turn_id = await current_turn_id(conn, session_id)
-    if turn_id is None:
-        turn = await turns_repo.insert_turn(
-            conn, id=new_id(), session_id=session_id, task_id=task_id, now=now
-        )
-        turn_id = turn.id
-    return turn_id
-
-
-async def turn_is_over(conn: AsyncConnection, turn_id: str) -> bool:
-    """The turn has completed (or is gone)."""
-    query = select(turns.c.completed_at).where(turns.c.id == turn_id)
+) -> AskingTurn:
+    """The turn a question or permission request belongs to: the current one (read with
+    whether it has ended, in the same statement), or a new turn for an agent that asks
+    before any prompt."""
+    query = _current_turn(session_id, turns.c.id, turns.c.completed_at)
     row = (await conn.execute(query)).first()
-    return row is None or row.completed_at is not None
+    if row is not None:
+        return AskingTurn(row.id, row.completed_at is not None)
+    turn = await turns_repo.insert_turn(
+        conn, id=new_id(), session_id=session_id, task_id=task_id, now=now
+    )
+    return AskingTurn(turn.id, False)
 
 
 def turn_lock_column(session_id: ColumnElement[str]) -> ColumnElement[object]:
