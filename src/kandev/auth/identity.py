@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 DEFAULT_USER_ID = "default-user"
@@ -59,3 +59,13 @@ def acting_as(identity: Identity | None) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def set_identity(identity: Identity | None) -> Token[Identity | None]:
+    """`acting_as` without the context manager, for code that holds it while a request
+    waits for hours (a generator frame per waiting agent): reset it with `reset_identity`."""
+    return _current.set(identity)
+
+
+def reset_identity(token: Token[Identity | None]) -> None:
+    _current.reset(token)

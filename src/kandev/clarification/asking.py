@@ -30,6 +30,7 @@ from kandev.clarification.store import (
     Handoff,
     PendingRequest,
     StoreError,
+    WaitStopped,
 )
 from kandev.clarification.stored_bundle import Bundle, group_bundles
 from kandev.clock import Clock
@@ -47,15 +48,6 @@ log = logging.getLogger(__name__)
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 # Registers (on_sent, on_unsent) to run once the caller's result was (or was not) sent.
 AfterSent = Callable[[Callable[[], Awaitable[None]], Callable[[str], None]], None]
-
-
-def _abort_orphaned_handoff(waiter: asyncio.Future[Any]) -> None:
-    """Done callback of a waiter whose caller left: abort a handoff nobody will use."""
-    if waiter.cancelled() or waiter.exception() is not None:
-        return
-    _, handoff = waiter.result()
-    if handoff is not None:
-        handoff.abort("the ask call went away")
 
 
 class Asking:
@@ -250,32 +242,28 @@ class Asking:
     ) -> tuple[ClarificationResponse, Handoff | None]:
         if self.shutdown.shutting_down:
             raise ServerShuttingDown()
-        waiter = asyncio.ensure_future(self.store.wait_for_handoff(pending_id))
-        stop = self.shutdown.watch()
-        watched: set[asyncio.Future[Any]] = {waiter, stop}
-        tick = 0
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            ticks += 1
+            if progress is not None:
+                # Keeps agent-side MCP clients from timing out an idle call.
+                with contextlib.suppress(Exception):
+                    await progress(ticks, None, "Waiting for your response in Kandev")
+
+        call = self.shutdown.enter()
         try:
-            while True:
-                done, _ = await asyncio.wait(
-                    watched,
-                    timeout=self.progress_seconds,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if waiter in done:
-                    return waiter.result()
-                if stop in done:
-                    raise ServerShuttingDown()
-                tick += 1
-                if progress is not None:
-                    # Keeps agent-side MCP clients from timing out an idle call.
-                    with contextlib.suppress(Exception):
-                        await progress(tick, None, "Waiting for your response in Kandev")
+            return await self.store.wait_for_handoff(
+                pending_id,
+                stop=self.shutdown.stopping,
+                tick_seconds=self.progress_seconds,
+                on_tick=tick,
+            )
+        except WaitStopped:
+            raise ServerShuttingDown() from None
         finally:
-            self.shutdown.release(stop)
-            if not waiter.done():
-                waiter.cancel()
-                # Defensive: a handoff taken anyway must not hold the responder up.
-                waiter.add_done_callback(_abort_orphaned_handoff)
+            self.shutdown.leave(call)
 
     async def wait(self, pending_id: str, timeout: float) -> dict[str, Any] | None:
         """Wait (bounded) for the answer to a request; None on timeout.

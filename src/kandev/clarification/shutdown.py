@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kandev.clarification.signal import Signal
 from kandev.errors import KandevError
 
 SHUTDOWN_ASKS_SECONDS = 1.0  # how long a stop waits for ended ask calls to return
@@ -23,30 +24,30 @@ class ServerShuttingDown(KandevError):
 
 
 class AskShutdown:
-    """The stop signal of every waiting ask call, and the task each one runs in."""
+    """The stop signal of every waiting ask call, and the tasks they run in."""
 
     def __init__(self) -> None:
         self.shutting_down = False
-        self._signals: dict[asyncio.Future[None], asyncio.Task[Any] | None] = {}
+        self.stopping = Signal()  # what each waiting ask's wait also watches
+        self._calls: set[asyncio.Task[Any]] = set()
 
-    def watch(self) -> asyncio.Future[None]:
-        """A future that completes when the server stops, for the calling ask task."""
-        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._signals[stop] = asyncio.current_task()
-        return stop
+    def enter(self) -> asyncio.Task[Any] | None:
+        """The calling task begins waiting in an ask; pass what this returns to `leave`.
+        (Not a context manager: a generator per waiting agent is memory for hours.)"""
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
+        return task
 
-    def release(self, stop: asyncio.Future[None]) -> None:
-        """The ask call stopped waiting."""
-        self._signals.pop(stop, None)
-        stop.cancel()
+    def leave(self, task: asyncio.Task[Any] | None) -> None:
+        if task is not None:
+            self._calls.discard(task)
 
     async def begin(self, timeout: float = SHUTDOWN_ASKS_SECONDS) -> None:
         """Every waiting ask call ends with ServerShuttingDown, and new ones end at once.
         Returns once those calls returned (bounded)."""
         self.shutting_down = True
-        calls = [task for task in self._signals.values() if task is not None]
-        for stop in list(self._signals):
-            if not stop.done():
-                stop.set_result(None)
+        calls = list(self._calls)
+        self.stopping.set()
         if calls:
             await asyncio.wait(calls, timeout=timeout)

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from kandev.clarification.questions import normalize_questions, questions_equal
+from kandev.clarification.signal import Signal, wait_any
 from kandev.clock import Clock, SystemClock
 from kandev.errors import ValidationFailed
 from kandev.ids import IdFactory
@@ -67,6 +68,10 @@ class ConfirmationFailed(StoreError):
         self.delivered = delivered
 
 
+class WaitStopped(StoreError):
+    """The waiter's `stop` signal was set before a response came (the server is stopping)."""
+
+
 class HandoffNotSent(StoreError):
     """A waiter took the answer but could not hand it over (the agent's call went away)."""
 
@@ -106,23 +111,44 @@ class ClarificationResponse:
 Confirm = Callable[[ClarificationResponse], Awaitable[None]]
 
 
+Tick = Callable[[], Awaitable[None]]
+
+
 class _Entry:
-    """One request and the state of its single resolution."""
+    """One request and the state of its single resolution (one per waiting agent, for as
+    long as it waits: slotted, with `Signal`s rather than `asyncio.Event`s, to stay small)."""
+
+    __slots__ = (
+        "abandoned",
+        "cancel_signals",
+        "cancelled",
+        "confirm",
+        "confirmation",
+        "confirmation_done",
+        "confirmation_error",
+        "extended",
+        "handoff_taken",
+        "request",
+        "resolved",
+        "response",
+        "settled",
+        "waiters",
+    )
 
     def __init__(self, request: PendingRequest) -> None:
         self.request = request
-        self.settled = asyncio.Event()  # set once: by the response or by the cancellation
+        self.settled = Signal()  # set once: by the response or by the cancellation
         self.resolved = False
         self.cancelled = False
         self.cancel_signals = 0  # times a cancellation was signalled (invariant: ≤ 1)
         self.response: ClarificationResponse | None = None
         self.confirm: Confirm | None = None
         self.confirmation: asyncio.Task[None] | None = None  # started ⇔ not None
-        self.confirmation_done = asyncio.Event()
+        self.confirmation_done = Signal()
         self.confirmation_error: BaseException | None = None
         self.handoff_taken = False  # a waiter took the answer to hand it over (counts as started)
         self.abandoned = False
-        self.extended = asyncio.Event()  # the responder waits past its deadline
+        self.extended = Signal()  # the responder waits past its deadline
         self.waiters = 0  # waiters parked on `settled`
 
 
@@ -200,33 +226,57 @@ class ClarificationStore:
         return response
 
     async def wait_for_handoff(
-        self, pending_id: str
+        self,
+        pending_id: str,
+        *,
+        stop: Signal | None = None,
+        tick_seconds: float | None = None,
+        on_tick: Tick | None = None,
     ) -> tuple[ClarificationResponse, Handoff | None]:
         """Like wait_for_response, for a waiter that hands the answer on itself.
 
         The first such consumer of a response that needs confirming gets a `Handoff` and
         must `confirm()` it once the answer reached its recipient, or `abort()` it when it
         could not be handed over; other waiters get (response, None) after that settled.
+        `stop` set first ends the wait with WaitStopped (the request stays); `on_tick` runs
+        every `tick_seconds` of waiting (progress for the agent), in the caller's task.
         """
-        return await self._wait(pending_id, take_handoff=True)
+        return await self._wait(
+            pending_id, take_handoff=True, stop=stop, tick_seconds=tick_seconds, on_tick=on_tick
+        )
 
     async def _wait(
-        self, pending_id: str, *, take_handoff: bool
+        self,
+        pending_id: str,
+        *,
+        take_handoff: bool,
+        stop: Signal | None = None,
+        tick_seconds: float | None = None,
+        on_tick: Tick | None = None,
     ) -> tuple[ClarificationResponse, Handoff | None]:
         entry = self._entries.get(pending_id)
         if entry is None:
             raise RequestNotFound(_not_found(pending_id), pending_id)
+        # The waiter parks in the caller's own task on one future and one timer (re-armed
+        # per tick): no helper task, no asyncio.wait, no Timeout object per waiting agent.
+        signals = (entry.settled,) if stop is None else (entry.settled, stop)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
         entry.waiters += 1
         try:
-            async with asyncio.timeout(self.timeout):
-                await entry.settled.wait()
-        except TimeoutError:
-            if not entry.resolved and not entry.cancelled:
-                self._cancel_entry(entry)
-                raise RequestTimedOut(
-                    f"clarification request timed out: {pending_id}", pending_id
-                ) from None
-            # a response (or a cancellation) won the race with the timeout: honour it
+            while not entry.settled.is_set():
+                if stop is not None and stop.is_set():
+                    raise WaitStopped("the wait was stopped", pending_id)
+                left = deadline - loop.time()
+                if left <= 0:
+                    self._cancel_entry(entry)
+                    raise RequestTimedOut(
+                        f"clarification request timed out: {pending_id}", pending_id
+                    )
+                step = left if tick_seconds is None else min(left, tick_seconds)
+                woken = await wait_any(signals, step)
+                if not woken and on_tick is not None and loop.time() < deadline:
+                    await on_tick()
         finally:
             entry.waiters -= 1
         if entry.cancelled:
@@ -321,17 +371,14 @@ class ClarificationStore:
         entry = self._record(pending_id, response, confirm)
         deadline = min(wait_seconds, self.timeout)
         try:
-            async with asyncio.timeout(deadline):
-                await entry.confirmation_done.wait()
-        except TimeoutError:
-            if not entry.confirmation_done.is_set():
+            if not await entry.confirmation_done.wait(deadline):
                 if entry.confirmation is None and not entry.handoff_taken:
                     self._abandon(entry)
                     raise DeliveryAbandoned(
                         "wait for clarification delivery confirmation: no waiter took the "
                         f"response within {deadline:g}s: {pending_id}",
                         pending_id,
-                    ) from None
+                    )
                 await self._wait_started_confirmation(entry)
         except asyncio.CancelledError:
             if entry.confirmation is None and not entry.handoff_taken:
@@ -350,16 +397,13 @@ class ClarificationStore:
     async def _wait_started_confirmation(self, entry: _Entry) -> None:
         extra = self.started_confirmation_wait
         entry.extended.set()
-        try:
-            async with asyncio.timeout(extra):
-                await entry.confirmation_done.wait()
-        except TimeoutError:
+        if not await entry.confirmation_done.wait(extra):
             pending_id = entry.request.pending_id
             raise ConfirmationFailed(
                 "wait for clarification delivery confirmation: it did not finish within "
                 f"{extra:g}s past the deadline: {pending_id}",
                 pending_id,
-            ) from None
+            )
 
     def _abandon(self, entry: _Entry) -> None:
         entry.abandoned = True

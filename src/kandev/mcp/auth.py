@@ -19,9 +19,9 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kandev.auth.identity import SYNTHETIC_IDENTITY, acting_as
+from kandev.auth.identity import SYNTHETIC_IDENTITY
 from kandev.auth.middleware import SESSION_COOKIE
-from kandev.mcp.context import SCOPE_KEY, McpCaller, calling_as
+from kandev.mcp.context import SCOPE_KEY, McpCaller, enter_caller, exit_caller
 from kandev.mcp.delivery import run_with_receipt
 
 if TYPE_CHECKING:
@@ -67,8 +67,11 @@ class McpAuthGate:
             await unauthorized(message)(scope, receive, send)
             return
         scope[SCOPE_KEY] = caller
-        with acting_as(caller.identity), calling_as(caller):
+        tokens = enter_caller(caller)
+        try:
             await run_with_receipt(self.app, scope, receive, send)
+        finally:
+            exit_caller(tokens)
 
     async def _external_caller(self, conn: HTTPConnection) -> McpCaller | None:
         auth = self.services.auth

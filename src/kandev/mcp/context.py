@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
 from kandev.auth.agent_tokens import AgentPrincipal
-from kandev.auth.identity import Identity
+from kandev.auth.identity import Identity, reset_identity, set_identity
 
 SCOPE_KEY = "kandev.mcp.caller"
 
@@ -51,6 +51,22 @@ def calling_as(caller: McpCaller | None) -> Iterator[None]:
     finally:
         _agent.reset(agent_token)
         _caller.reset(caller_token)
+
+
+CallerTokens = tuple[Token[Identity | None], Token[McpCaller | None], Token[AgentPrincipal | None]]
+
+
+def enter_caller(caller: McpCaller) -> CallerTokens:
+    """`acting_as(caller.identity)` and `calling_as(caller)` without context managers (the
+    MCP request holds them while an agent waits: no generator per waiting agent)."""
+    return set_identity(caller.identity), _caller.set(caller), _agent.set(caller.agent)
+
+
+def exit_caller(tokens: CallerTokens) -> None:
+    identity, caller, agent = tokens
+    _agent.reset(agent)
+    _caller.reset(caller)
+    reset_identity(identity)
 
 
 def caller_from_scope(scope: dict[str, Any] | None) -> McpCaller | None:

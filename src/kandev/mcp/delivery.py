@@ -21,9 +21,8 @@ disconnect seen on `receive` is checked as well.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -103,16 +102,6 @@ def _call_unsent(on_unsent: OnUnsent, reason: str) -> None:
         log.exception("delivery abort after an MCP response failed")
 
 
-@contextlib.contextmanager
-def receipt_installed(receipt: ResponseReceipt, scope: Scope) -> Iterator[None]:
-    scope[RECEIPT_SCOPE_KEY] = receipt
-    token = _receipt.set(receipt)
-    try:
-        yield
-    finally:
-        _receipt.reset(token)
-
-
 def receipt_from_scope(scope: dict[str, Any] | None) -> ResponseReceipt | None:
     found = scope.get(RECEIPT_SCOPE_KEY) if scope is not None else None
     return found if isinstance(found, ResponseReceipt) else _receipt.get()
@@ -121,7 +110,9 @@ def receipt_from_scope(scope: dict[str, Any] | None) -> ResponseReceipt | None:
 async def run_with_receipt(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
     """Serve one request through `app` with a receipt; settle it when the app is done."""
     receipt = ResponseReceipt(send, receive)
-    with receipt_installed(receipt, scope):
+    scope[RECEIPT_SCOPE_KEY] = receipt
+    token = _receipt.set(receipt)  # no context manager: this frame waits as long as the agent
+    try:
         try:
             await app(scope, receipt.receive, receipt.send)
         except BaseException:
@@ -129,3 +120,5 @@ async def run_with_receipt(app: Any, scope: Scope, receive: Receive, send: Send)
             await asyncio.shield(receipt.settle())
             raise
         await receipt.settle()
+    finally:
+        _receipt.reset(token)

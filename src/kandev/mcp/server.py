@@ -19,9 +19,14 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ConfigDict
 
 from kandev import __version__
-from kandev.auth.identity import acting_as
 from kandev.errors import ValidationFailed
-from kandev.mcp.context import McpCaller, caller_from_scope, calling_as, current_caller
+from kandev.mcp.context import (
+    McpCaller,
+    caller_from_scope,
+    current_caller,
+    enter_caller,
+    exit_caller,
+)
 from kandev.mcp.errors import error_result, tool_error, tool_success
 from kandev.mcp.tools import ToolContext, ToolSpec, tools_for
 from kandev.perimeter.nul import find_nul
@@ -87,13 +92,18 @@ def _sdk_tool(spec: ToolSpec, services: SurfaceServices) -> Tool:
         caller = resolve_caller(ctx)
         if caller is None:
             return tool_error("UNAUTHORIZED", NO_CALLER)
-        with acting_as(caller.identity), calling_as(caller):
-            try:
-                reject_nul(arguments)
-                args = spec.args.model_validate(arguments)
-                payload = await spec.handler(ToolContext(services, ctx), args)
-            except Exception as exc:  # every failure becomes a tool error result
-                return error_result(exc, spec.name)
+        # The SDK runs the call in a task that copied the request's context: the gate's
+        # caller is usually installed already (then nothing is set for the hours it waits).
+        tokens = enter_caller(caller) if current_caller() is not caller else None
+        try:
+            reject_nul(arguments)
+            args = spec.args.model_validate(arguments)
+            payload = await spec.handler(ToolContext(services, ctx), args)
+        except Exception as exc:  # every failure becomes a tool error result
+            return error_result(exc, spec.name)
+        finally:
+            if tokens is not None:
+                exit_caller(tokens)
         return tool_success(payload)
 
     run.__name__ = spec.name

@@ -180,7 +180,9 @@ class PerimeterMiddleware:
             if field is not None:
                 await send_error(send, 400, nul_message(field))
                 return
-        await self.app(scope, replay(body, receive), send)
+        replayed = replay(body, receive)
+        del body  # the replay holds it until the app reads it; this frame waits for hours
+        await self.app(scope, replayed, send)
 
     def _apply_forwarding(self, scope: Scope, headers: _Headers) -> None:
         """Rewrite the client (and scheme) from a trusted proxy's headers; from anyone

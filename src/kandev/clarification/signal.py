@@ -1,0 +1,75 @@
+"""A one-shot wake-up flag for many waiters, lighter than `asyncio.Event`.
+
+Every blocked agent's ask holds a few of these for hours, so their size is server memory per
+waiting agent: an `asyncio.Event` carries a 600-byte deque from birth; a `Signal` holds a
+list only while someone waits. `wait(timeout)` needs one future and one timer handle, where
+`asyncio.timeout(...)` around `Event.wait()` takes a Timeout object, a handle and a future
+besides. One future may wait on several signals at once (`wait_any`): the first set wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class Signal:
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[bool]] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        """Set for good (there is no clear) and wake every waiter."""
+        if self._set:
+            return
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(True)
+
+    def _add(self, fut: asyncio.Future[bool]) -> None:
+        if self._waiters is None:
+            self._waiters = [fut]
+        else:
+            self._waiters.append(fut)
+
+    def _discard(self, fut: asyncio.Future[bool]) -> None:
+        waiters = self._waiters
+        if waiters is not None:
+            with contextlib.suppress(ValueError):
+                waiters.remove(fut)
+            if not waiters:
+                self._waiters = None
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when `timeout` seconds passed first."""
+        return await wait_any((self,), timeout)
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+async def wait_any(signals: tuple[Signal, ...], timeout: float | None = None) -> bool:
+    """True once any of `signals` is set; False when `timeout` seconds passed first."""
+    if any(s._set for s in signals):
+        return True
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[bool] = loop.create_future()
+    for s in signals:
+        s._add(fut)
+    handle = loop.call_later(timeout, _expire, fut) if timeout is not None else None
+    try:
+        return await fut
+    finally:
+        if handle is not None:
+            handle.cancel()
+        for s in signals:
+            s._discard(fut)
