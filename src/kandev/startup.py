@@ -199,6 +199,7 @@ async def _serve(
         host=settings.host,
         port=settings.port,
         log_level="info",
+        interface="asgi3",
         lifespan="off",  # the app's lifespan is entered below, where its failures surface
         # Open SSE streams end when the shutdown begins (`_ending_streams_on_shutdown`); this
         # only bounds a request that still does not finish.
@@ -227,10 +228,14 @@ def _ending_streams_on_shutdown(app: Any) -> Any:
     then ends as it does when the browser goes away, with no error and no traceback."""
     import asyncio
 
-    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        # Other requests get the app's own coroutine: no frame of this wrapper waits with an
+        # agent's hours-long ask (uvicorn is told the interface: this is not `async def`).
         if scope["type"] != "http" or scope.get("method") != "GET":
-            await app(scope, receive, send)
-            return
+            return app(scope, receive, send)
+        return streaming(scope, receive, send)
+
+    async def streaming(scope: dict[str, Any], receive: Any, send: Any) -> None:
         shutting_down: asyncio.Event = app.state.services.bus.shutting_down
 
         async def receive_until_shutdown() -> dict[str, Any]:

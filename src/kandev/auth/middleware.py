@@ -16,6 +16,7 @@ a restart; once `enabled` it is never read again.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
@@ -73,10 +74,14 @@ class AuthMiddleware:
         self.app = app
         self.auth = auth_service
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The MCP endpoints' requests (an agent's ask waits for hours) go straight on, with
+        # no frame of this middleware left waiting with them.
         if scope["type"] not in ("http", "websocket") or _self_authenticating(scope["path"]):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._authenticate(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope, receive: Receive, send: Send) -> None:
         mode = self.auth.mode
         if mode == "setup":  # an offline `kandev user create --admin` may have ended it
             mode = await self.auth.current_mode()

@@ -25,9 +25,7 @@ from kandev.clarification.reading import BUNDLE_NOT_FOUND, NO_LONGER_ACTIVE, Bun
 from kandev.clarification.results import agent_result
 from kandev.clarification.shutdown import AskShutdown, ServerShuttingDown
 from kandev.clarification.store import (
-    ClarificationResponse,
     ClarificationStore,
-    Handoff,
     PendingRequest,
     StoreError,
     WaitStopped,
@@ -48,6 +46,20 @@ log = logging.getLogger(__name__)
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 # Registers (on_sent, on_unsent) to run once the caller's result was (or was not) sent.
 AfterSent = Callable[[Callable[[], Awaitable[None]], Callable[[str], None]], None]
+
+
+def _progress_ticks(progress: Progress) -> Callable[[], Awaitable[None]]:
+    """What a waiting ask does at every tick: tell the agent it is still waiting (keeps
+    agent-side MCP clients from timing out an idle call)."""
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        with contextlib.suppress(Exception):
+            await progress(ticks, None, "Waiting for your response in Kandev")
+
+    return tick
 
 
 class Asking:
@@ -207,12 +219,21 @@ class Asking:
             session_id, raw_questions, context, context_paragraphs
         )
         await self.recorder.mark_waiting(session_id)
+        # The wait parks in this task (no helper task): one future and one timer per agent.
+        call = self.shutdown.enter()
         try:
-            response, handoff = await self._wait_with_progress(pending_id, progress)
-        except ServerShuttingDown:
+            if self.shutdown.shutting_down:
+                raise WaitStopped("the server is stopping", pending_id)
+            response, handoff = await self.store.wait_for_handoff(
+                pending_id,
+                stop=self.shutdown.stopping,
+                tick_seconds=self.progress_seconds,
+                on_tick=_progress_ticks(progress) if progress is not None else None,
+            )
+        except WaitStopped:
             # Nothing is written: the question stays open (pending), and the restart settles
             # the session (settle_sessions_on_startup) so that an answer resumes the agent.
-            raise
+            raise ServerShuttingDown() from None
         except asyncio.CancelledError:
             # The agent's MCP call went away (client timeout, disconnect): the question stays
             # answerable; a late answer resumes the agent in a new turn.
@@ -221,6 +242,8 @@ class Asking:
         except StoreError as exc:
             await self.lifecycle.pause_for_input(session_id)
             raise DeliveryFailed("Clarification request timed out or was cancelled") from exc
+        finally:
+            self.shutdown.leave(call)
         try:
             result = agent_result(pending_id, questions, response)
             if handoff is None:  # another waiter confirmed it (REST wait): just back to work
@@ -236,34 +259,6 @@ class Asking:
                 handoff.abort("the ask call failed before returning the answer")
             raise
         return result
-
-    async def _wait_with_progress(
-        self, pending_id: str, progress: Progress | None
-    ) -> tuple[ClarificationResponse, Handoff | None]:
-        if self.shutdown.shutting_down:
-            raise ServerShuttingDown()
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            ticks += 1
-            if progress is not None:
-                # Keeps agent-side MCP clients from timing out an idle call.
-                with contextlib.suppress(Exception):
-                    await progress(ticks, None, "Waiting for your response in Kandev")
-
-        call = self.shutdown.enter()
-        try:
-            return await self.store.wait_for_handoff(
-                pending_id,
-                stop=self.shutdown.stopping,
-                tick_seconds=self.progress_seconds,
-                on_tick=tick,
-            )
-        except WaitStopped:
-            raise ServerShuttingDown() from None
-        finally:
-            self.shutdown.leave(call)
 
     async def wait(self, pending_id: str, timeout: float) -> dict[str, Any] | None:
         """Wait (bounded) for the answer to a request; None on timeout.

@@ -18,6 +18,7 @@ The database decides every transition (claims.py); reference clarification-basel
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -103,7 +104,7 @@ class ClarificationService(ScopedService):
         """REST creation path: authorized, non-blocking, no session/task state change."""
         return await self._asking.request(body)
 
-    async def ask(
+    def ask(
         self,
         session_id: str,
         raw_questions: Any,
@@ -111,9 +112,10 @@ class ClarificationService(ScopedService):
         context_paragraphs: Any = None,
         progress: Progress | None = None,
         after_sent: AfterSent | None = None,
-    ) -> dict[str, Any]:
-        """The agent's blocking ask_user_question_kandev call."""
-        return await self._asking.ask(
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """The agent's blocking ask_user_question_kandev call (to await). Asking's own
+        coroutine, not one around it: a frame less per waiting agent."""
+        return self._asking.ask(
             session_id, raw_questions, context, context_paragraphs, progress, after_sent
         )
 

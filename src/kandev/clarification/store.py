@@ -16,7 +16,7 @@ never twice. All state changes happen between awaits on one event loop, so they 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -225,14 +225,14 @@ class ClarificationStore:
         assert handoff is None
         return response
 
-    async def wait_for_handoff(
+    def wait_for_handoff(
         self,
         pending_id: str,
         *,
         stop: Signal | None = None,
         tick_seconds: float | None = None,
         on_tick: Tick | None = None,
-    ) -> tuple[ClarificationResponse, Handoff | None]:
+    ) -> Coroutine[Any, Any, tuple[ClarificationResponse, Handoff | None]]:
         """Like wait_for_response, for a waiter that hands the answer on itself.
 
         The first such consumer of a response that needs confirming gets a `Handoff` and
@@ -241,7 +241,7 @@ class ClarificationStore:
         `stop` set first ends the wait with WaitStopped (the request stays); `on_tick` runs
         every `tick_seconds` of waiting (progress for the agent), in the caller's task.
         """
-        return await self._wait(
+        return self._wait(
             pending_id, take_handoff=True, stop=stop, tick_seconds=tick_seconds, on_tick=on_tick
         )
 

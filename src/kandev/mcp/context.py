@@ -20,7 +20,7 @@ from kandev.auth.identity import Identity, reset_identity, set_identity
 SCOPE_KEY = "kandev.mcp.caller"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class McpCaller:
     """The authenticated caller of one MCP HTTP request."""
 

@@ -42,6 +42,16 @@ _receipt: ContextVar[ResponseReceipt | None] = ContextVar("kandev_mcp_receipt", 
 class ResponseReceipt:
     """Callbacks to run once this request's response was (or was not) sent."""
 
+    __slots__ = (
+        "_callbacks",
+        "_confirming",
+        "_disconnected",
+        "_receive",
+        "_send",
+        "_sent",
+        "_settled",
+    )
+
     def __init__(self, send: Send, receive: Receive) -> None:
         self._send = send
         self._receive = receive

@@ -10,6 +10,7 @@ caller's task and context (the auth identity contextvar depends on it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from functools import lru_cache
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -96,18 +97,22 @@ class PerimeterMiddleware:
         self._host_verdict = lru_cache(maxsize=_VERDICT_CACHE_SIZE)(policy.hosts.allows)
         self._origin_verdict = lru_cache(maxsize=_VERDICT_CACHE_SIZE)(policy.hosts.allows_origin)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not itself a coroutine: it hands back the one that serves the request, so a
+        # request waiting for hours (an agent's ask) carries no dispatching frame.
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
-        elif scope["type"] == "websocket":
-            headers = _Headers(scope["headers"])
-            self._apply_forwarding(scope, headers)
-            if not self._host_allowed(headers):
-                await send({"type": "websocket.close", "code": 1008})
-                return
-            await self.app(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+            return self._http(scope, receive, send)
+        if scope["type"] == "websocket":
+            return self._websocket(scope, receive, send)
+        return self.app(scope, receive, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _Headers(scope["headers"])
+        self._apply_forwarding(scope, headers)
+        if not self._host_allowed(headers):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self.app(scope, receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 0  # of the response sent so far; 0 before it starts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, ConfigDict, Field, StringConstraints, WithJsonSchema
@@ -111,10 +112,11 @@ class AskArgs(ToolArgs):
     model_config = ConfigDict(**ToolArgs.model_config, json_schema_extra=_publish_required)
 
 
-async def ask_user_question(ctx: ToolContext, args: AskArgs) -> dict[str, Any]:
+def ask_user_question(ctx: ToolContext, args: AskArgs) -> Coroutine[Any, Any, dict[str, Any]]:
+    # Hands back the service's coroutine (no frame of its own while the agent waits).
     agent = ctx.require_agent()
     receipt = ctx.response_receipt()
-    return await ctx.services.clarifications.ask(
+    return ctx.services.clarifications.ask(
         agent.session_id,
         args.questions,
         args.context,
