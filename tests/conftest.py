@@ -66,7 +66,10 @@ async def _create_pg_database(server: PgServer) -> str:
     name = f"kandev_test_{os.getpid()}_{next(_db_counter)}"
     conn = await asyncpg.connect(server.admin_url)
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        # FILE_COPY copies the (tiny) template's files; PostgreSQL 15's default, WAL_LOG,
+        # writes every page of it through the WAL: ~0.07 s more per database, ~450 of them.
+        strategy = " STRATEGY FILE_COPY" if conn.get_server_version().major >= 15 else ""
+        await conn.execute(f'CREATE DATABASE "{name}"{strategy}')
     finally:
         await conn.close()
     return server.url_for(name)
