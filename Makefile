@@ -28,7 +28,10 @@ install: $(STAMP) $(NODE_STAMP)
 run: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/kandev serve $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)') $(if $(DATA_DIR),--data-dir '$(DATA_DIR)')
 
+# compileall first: with PYTHONDONTWRITEBYTECODE set (CI images do) every `kandev` process
+# the tests start would otherwise compile the whole package from source again.
 test: $(STAMP) $(NODE_STAMP)
+	$(PY) -m compileall -q src tests bench >/dev/null
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # ruff over everything; mypy over src/kandev (its settings, strict at the seams, are in

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.preloaded_serve import ForkedProcess, PreloadedServe
+
 SCRIPTED_AGENT = str(Path(__file__).resolve().parent / "agents" / "scripted_agent.py")
 SETTLE_TIMEOUT = 90.0
 AGENT_READ_TIMEOUT = 10.0
@@ -64,13 +66,20 @@ def _free_port() -> int:
 class Server:
     """`kandev serve` as a subprocess on a fixed data dir / database across restarts."""
 
-    def __init__(self, home: Path, database_url: str = "", env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        home: Path,
+        database_url: str = "",
+        env: dict[str, str] | None = None,
+        launcher: PreloadedServe | None = None,
+    ):
         self.home = home
         self.database_url = database_url
         self.env = env or {}
+        self.launcher = launcher  # None: a fresh `python -m kandev serve` per start
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.log = home / "server.log"
 
     def start(self, fault: str = "") -> None:
@@ -83,6 +92,9 @@ class Server:
         args = ["--port", str(self.port)]
         if self.database_url:
             args += ["--database-url", self.database_url]
+        if self.launcher is not None:
+            self.proc = self.launcher.spawn(["serve", *args], env, self.log)
+            return
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kandev", "serve", *args],
@@ -303,12 +315,20 @@ async def run_trial(
     fault: str = "",
     abandon: bool = False,
     reject: bool = False,
+    launcher: PreloadedServe | None = None,
 ) -> TrialResult:
     """One crash trial. `delay`: seconds between respond returning and the SIGKILL (None:
-    no kill from outside, the injected `fault` kills the server)."""
+    no kill from outside, the injected `fault` kills the server). `launcher`: start the
+    servers as forks of an interpreter that has imported kandev already (tests/
+    preloaded_serve.py), instead of a fresh `python -m kandev serve` each."""
     record = home / "agent-record.jsonl"
     nonce = f"nonce-{uuid.uuid4().hex[:12]}"
-    server = Server(home, database_url, env={"KANDEV_CLARIFICATION_PROGRESS_SECONDS": "0.2"})
+    server = Server(
+        home,
+        database_url,
+        env={"KANDEV_CLARIFICATION_PROGRESS_SECONDS": "0.2"},
+        launcher=launcher,
+    )
     server.start(fault=fault)
     try:
         await server.wait_healthy()

@@ -12,6 +12,7 @@ whether the agent read it; docs/questions.md "Delivery guarantees").
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,17 @@ import pytest
 from tests.answer_fault import TrialResult, run_trial
 from tests.conftest import _create_pg_database, missing
 from tests.pg_server import PgServer
+from tests.preloaded_serve import PreloadedServe
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[PreloadedServe]:
+    """Every server of this module is forked from one interpreter that has imported kandev
+    (tests/preloaded_serve.py): a fresh `python -m kandev serve` spends seconds importing
+    before it serves, twice per trial."""
+    zygote = PreloadedServe()
+    yield zygote
+    zygote.close()
 
 
 @pytest.fixture
@@ -41,9 +53,11 @@ def assert_acknowledged_exactly_once(result: TrialResult) -> None:
 
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.1], ids=["0ms", "20ms", "100ms"])
 async def test_kill_after_respond_returned_live_waiter(
-    tmp_path: Path, serve_database: str, delay: float
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe, delay: float
 ) -> None:
-    result = await run_trial(tmp_path / "home", database_url=serve_database, delay=delay)
+    result = await run_trial(
+        tmp_path / "home", database_url=serve_database, launcher=launcher, delay=delay
+    )
     assert_acknowledged_exactly_once(result)
     # The agent was waiting: respond returned only after its tool result was sent.
     assert result.via_tool_call == 1
@@ -51,23 +65,33 @@ async def test_kill_after_respond_returned_live_waiter(
     assert set(result.statuses) == {"answered"}
 
 
-async def test_kill_after_respond_returned_detached(tmp_path: Path, serve_database: str) -> None:
-    result = await run_trial(tmp_path / "home", database_url=serve_database, abandon=True)
+async def test_kill_after_respond_returned_detached(
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
+) -> None:
+    result = await run_trial(
+        tmp_path / "home", database_url=serve_database, launcher=launcher, abandon=True
+    )
     assert_acknowledged_exactly_once(result)
     assert result.via_resume == 1
     assert set(result.delivered_via) == {"resume_turn"}
 
 
-async def test_kill_after_a_rejection_returned(tmp_path: Path, serve_database: str) -> None:
-    result = await run_trial(tmp_path / "home", database_url=serve_database, reject=True)
+async def test_kill_after_a_rejection_returned(
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
+) -> None:
+    result = await run_trial(
+        tmp_path / "home", database_url=serve_database, launcher=launcher, reject=True
+    )
     assert_acknowledged_exactly_once(result)
     assert set(result.statuses) == {"rejected"}
 
 
 async def test_killed_after_the_claim_committed_delivered_once_after_restart(
-    tmp_path: Path, serve_database: str
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
 ) -> None:
-    result = await run_trial(tmp_path / "home", database_url=serve_database, fault="after_claim")
+    result = await run_trial(
+        tmp_path / "home", database_url=serve_database, launcher=launcher, fault="after_claim"
+    )
     assert result.claimed is None  # respond never answered: not acknowledged
     # Nothing had been written to the agent: exactly one delivery, as a resumed turn.
     assert (result.via_tool_call, result.via_resume) == (0, 1), result
@@ -75,19 +99,25 @@ async def test_killed_after_the_claim_committed_delivered_once_after_restart(
 
 
 async def test_killed_after_the_claim_committed_rejection_resumes_once(
-    tmp_path: Path, serve_database: str
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
 ) -> None:
     result = await run_trial(
-        tmp_path / "home", database_url=serve_database, fault="after_claim", reject=True
+        tmp_path / "home",
+        database_url=serve_database,
+        launcher=launcher,
+        fault="after_claim",
+        reject=True,
     )
     assert (result.via_tool_call, result.via_resume) == (0, 1), result
     assert set(result.statuses) == {"rejected"}
 
 
 async def test_killed_between_flush_and_delivered_mark_delivered_at_least_once(
-    tmp_path: Path, serve_database: str
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
 ) -> None:
-    result = await run_trial(tmp_path / "home", database_url=serve_database, fault="after_flush")
+    result = await run_trial(
+        tmp_path / "home", database_url=serve_database, launcher=launcher, fault="after_flush"
+    )
     assert result.claimed is None
     # The result was on the agent's socket, the mark not written: resumed after the restart
     # (the agent may also have read its tool result before it died with the server).
@@ -97,10 +127,14 @@ async def test_killed_between_flush_and_delivered_mark_delivered_at_least_once(
 
 
 async def test_killed_after_the_resume_prompt_was_written_detached(
-    tmp_path: Path, serve_database: str
+    tmp_path: Path, serve_database: str, launcher: PreloadedServe
 ) -> None:
     result = await run_trial(
-        tmp_path / "home", database_url=serve_database, fault="after_resume_sent", abandon=True
+        tmp_path / "home",
+        database_url=serve_database,
+        launcher=launcher,
+        fault="after_resume_sent",
+        abandon=True,
     )
     assert result.claimed is None
     assert result.via_tool_call == 0
