@@ -54,11 +54,11 @@ def caller_scope() -> str | None:
 
 @contextmanager
 def acting_as(identity: Identity | None) -> Iterator[None]:
-    token = _current.set(identity)
+    token = set_identity(identity)
     try:
         yield
     finally:
-        _current.reset(token)
+        reset_identity(token)
 
 
 def set_identity(identity: Identity | None) -> Token[Identity | None]:

@@ -1,15 +1,14 @@
 """Who is calling an MCP tool: the resolved caller of the HTTP request that carried the call.
 
 The ASGI gate in `kandev.mcp.auth` resolves the bearer into an `McpCaller` and stores it in
-the request scope (and in contextvars). The tool runner installs it around every tool call:
-`acting_as(caller.identity)` for the services, and the agent principal for `current_agent()`.
+the request scope (and in contextvars, `enter_caller`): the caller's identity for the services,
+its agent principal for `current_agent()`. The tool runner installs it again only when the
+call's context lacks it.
 The agent's session and task come from its token only, never from tool arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
@@ -41,24 +40,13 @@ def current_caller() -> McpCaller | None:
     return _caller.get()
 
 
-@contextmanager
-def calling_as(caller: McpCaller | None) -> Iterator[None]:
-    """Install the caller (and its agent principal) for the duration of a block."""
-    caller_token = _caller.set(caller)
-    agent_token = _agent.set(caller.agent if caller is not None else None)
-    try:
-        yield
-    finally:
-        _agent.reset(agent_token)
-        _caller.reset(caller_token)
-
-
 CallerTokens = tuple[Token[Identity | None], Token[McpCaller | None], Token[AgentPrincipal | None]]
 
 
 def enter_caller(caller: McpCaller) -> CallerTokens:
-    """`acting_as(caller.identity)` and `calling_as(caller)` without context managers (the
-    MCP request holds them while an agent waits: no generator per waiting agent)."""
+    """Install the caller (its identity, and its agent principal) until `exit_caller`: plain
+    tokens rather than a context manager, since the MCP request holds them while an agent
+    waits (no generator per waiting agent)."""
     return set_identity(caller.identity), _caller.set(caller), _agent.set(caller.agent)
 
 
