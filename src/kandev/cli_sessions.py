@@ -3,6 +3,10 @@ stream (KANDEV_URL, KANDEV_TOKEN; CONTRACT §4, §12)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
 from typing import Any
 
 import typer
@@ -126,14 +130,26 @@ def session_watch(
     client = client_for(url, token)
     hint_url = "" if client.url == DEFAULT_URL else client.url
     printer = JsonPrinter() if as_json else ConversationPrinter(hint_url)
-    try:
-        state = run_command(lambda: watch(client, session_id, printer, follow=follow))
-    except KeyboardInterrupt:
-        printer.close_line()
-        raise typer.Exit(0) from None
+    _leave_on_ctrl_c(printer)
+    state = run_command(lambda: watch(client, session_id, printer, follow=follow))
     printer.close_line()
     if state == "FAILED":
         raise typer.Exit(1)
+
+
+def _leave_on_ctrl_c(printer: Printer) -> None:
+    """Ctrl-C ends the watch at once, with exit code 0. A watch holds nothing the server needs
+    back, and a KeyboardInterrupt raised inside the HTTP client can land in one of its locked
+    sections, whose cleanup then waits on that same lock forever (a watch that ignored Ctrl-C
+    was seen under load); so the handler finishes the line and leaves without unwinding."""
+
+    def leave(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):  # a write cut in the middle may refuse a re-entry
+            printer.close_line()
+            sys.stdout.flush()
+        os._exit(0)
+
+    signal.signal(signal.SIGINT, leave)
 
 
 def watch(client: KandevClient, session_id: str, printer: Printer, *, follow: bool) -> str:
