@@ -30,9 +30,13 @@ run: $(STAMP) $(NODE_STAMP)
 
 # compileall first: with PYTHONDONTWRITEBYTECODE set (CI images do) every `kandev` process
 # the tests start would otherwise compile the whole package from source again.
+# The tests run in PYTEST_WORKERS processes (pytest-xdist), a module per worker at a time:
+# most of a test's time is waiting on real servers, agents, git and the browser, so three
+# workers keep two cores busy. `make test PYTEST_WORKERS=0` runs them in this one process.
+PYTEST_WORKERS ?= 3
 test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m compileall -q src tests bench >/dev/null
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
 # ruff over everything; mypy over src/kandev (its settings, strict at the seams, are in
 # pyproject.toml). CI runs this before the tests.

@@ -43,8 +43,11 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator:
+    # Module-scoped, not session-scoped: Playwright's loop stops when a browser module's last
+    # test is done, so under `pytest -n` (where a worker runs modules in any order) the async
+    # tests a worker runs next can start their own loops. A launch costs well under a second.
     if not Path(CHROMIUM).is_file():
         missing(f"Chromium ({CHROMIUM})")
     try:
