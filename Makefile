@@ -28,11 +28,11 @@ install: $(STAMP) $(NODE_STAMP)
 run: $(STAMP) $(NODE_STAMP)
 	$(VENV)/bin/kandev serve $(if $(HOST),--host '$(HOST)') $(if $(PORT),--port '$(PORT)') $(if $(DATA_DIR),--data-dir '$(DATA_DIR)')
 
-# compileall first: with PYTHONDONTWRITEBYTECODE set (CI images do) every `kandev` process
-# the tests start would otherwise compile the whole package from source again.
 # The tests run in PYTEST_WORKERS processes (pytest-xdist), a module per worker at a time:
 # most of a test's time is waiting on real servers, agents, git and the browser, so three
 # workers keep two cores busy. `make test PYTEST_WORKERS=0` runs them in this one process.
+# compileall first: with PYTHONDONTWRITEBYTECODE set (CI images do) every `kandev` process
+# the tests start would otherwise compile the whole package from source again.
 PYTEST_WORKERS ?= 3
 test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m compileall -q src tests bench >/dev/null

@@ -36,9 +36,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Browser tests run last (a stable sort keeps every other order): Playwright's sync API
-    keeps its event loop running for the session-scoped `browser`, and an async test after
-    it could not start its own loop ("Cannot run the event loop while another loop is
-    running"), so `pytest tests/web` ran the page tests only when no browser test came first.
+    keeps its event loop running while `browser` lives (a module), and an async test in that
+    module after a browser test could not start its own loop ("Cannot run the event loop
+    while another loop is running").
     """
     items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
 
