@@ -1,6 +1,7 @@
 """PostgreSQL reads run in autocommit (no BEGIN/COMMIT round trips: under READ COMMITTED a
 transaction gives a read nothing), writes in a transaction; a lock asked for on a read is
-refused instead of being released at once."""
+refused instead of being released at once. A one-statement write (`write_one`) runs in
+autocommit too."""
 
 from __future__ import annotations
 
@@ -75,3 +76,28 @@ async def test_a_read_does_not_leave_autocommit_on_its_pooled_connection(
         await conn.execute(text("INSERT INTO t_reads VALUES (4)"))
     async with pg.read() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM t_reads"))).scalar_one() == 1
+
+
+async def test_a_one_statement_write_is_its_own_transaction(
+    pg: Database, database_url: str
+) -> None:
+    """`write_one` sends its statement without BEGIN/COMMIT (autocommit: two round trips
+    fewer); the pooled connection goes back to transactions for the next `write()`."""
+    lock = text("SELECT pg_advisory_xact_lock(:key)")
+    async with pg.write_one() as conn:
+        await conn.execute(lock, {"key": LOCK_KEY})
+        assert not await _held_elsewhere(database_url)  # ended with its statement
+    async with pg.write() as conn:
+        await conn.execute(text("CREATE TABLE t_one (v int)"))
+    with pytest.raises(ZeroDivisionError):
+        async with pg.write_one() as conn:
+            await conn.execute(text("INSERT INTO t_one VALUES (1)"))
+            raise ZeroDivisionError
+    for _ in range(3):  # every pooled connection: a failed write() still rolls back
+        with pytest.raises(ZeroDivisionError):
+            async with pg.write() as conn:
+                await conn.execute(text("INSERT INTO t_one VALUES (2)"))
+                raise ZeroDivisionError
+    async with pg.read() as conn:
+        values = (await conn.execute(text("SELECT v FROM t_one"))).scalars().all()
+    assert values == [1]  # the one statement was committed by itself, nothing else

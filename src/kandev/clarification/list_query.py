@@ -24,8 +24,8 @@ finds the page, one follow-up reads the rows of the bundles on it. The page quer
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -39,9 +39,11 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    type_coerce,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.types import NullType
 
 from kandev.access.sql import hangs_off_visible_workspace
 from kandev.catalog.messages import CLARIFICATION_TYPE as TYPE
@@ -211,15 +213,19 @@ def _list_statement(
         .cte("page")
     )
     # The page's rows in the same statement (no second round trip).
+    # The timestamps come back as the driver gives them (no per-row type processing): the
+    # bundle's is repeated on each of its rows and parsed once (`_utc`); a row's only orders
+    # the rows of its bundle, which the driver's value does on both databases (SQLite's
+    # fixed-width text sorts as time does).
     page_row = messages.alias("page_row")
     return DirectStatement(
         select(
             page.c.pending_id,
             page.c.session_id,
             page.c.task_id,
-            page.c.created_at,
+            type_coerce(page.c.created_at, NullType()).label("created_at"),
             page_row.c.id.label("row_id"),
-            page_row.c.created_at.label("row_created_at"),
+            type_coerce(page_row.c.created_at, NullType()).label("row_created_at"),
             page_row.c.metadata,
         )
         .select_from(
@@ -281,6 +287,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _utc(value: datetime | str) -> datetime:
+    """A timestamp as the driver returned it (SQLite: UTCDateTime's naive UTC text;
+    PostgreSQL: an aware datetime), aware UTC."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def _question_index(value: Any) -> int:
     """D2: JSON numbers truncate; missing or non-numeric is 0 (as upstream reads it)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -298,23 +312,29 @@ def _status(metadata: Mapping[str, Any]) -> str:
 
 def _options(question: Mapping[str, Any]) -> list[dict[str, str]]:
     raw = question.get("options")
-    if not isinstance(raw, list):
+    if raw.__class__ is not list:  # JSON gives plain lists, dicts and strs, never subclasses
         return []
-    return [
-        {
-            "option_id": _text(option.get("option_id")),
-            "label": _text(option.get("label")),
-            "description": _text(option.get("description")),
-        }
-        for option in raw
-        if isinstance(option, dict)
-    ]
+    shaped = []
+    for option in raw:
+        if option.__class__ is dict:
+            # (`x if x.__class__ is str else ""` is _text, inline: the list's inner loop)
+            option_id = option.get("option_id")
+            label = option.get("label")
+            description = option.get("description")
+            shaped.append(
+                {
+                    "option_id": option_id if option_id.__class__ is str else "",
+                    "label": label if label.__class__ is str else "",
+                    "description": description if description.__class__ is str else "",
+                }
+            )
+    return shaped
 
 
 def _question(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """One question; a row without a parseable `question` keeps only its id (L15)."""
     question = metadata.get(QUESTION_KEY)
-    if not isinstance(question, dict):
+    if question.__class__ is not dict:
         question = {}
     return {
         "question_id": _text(metadata.get(QUESTION_ID_KEY)),
@@ -329,19 +349,18 @@ def _metadata(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def shape_bundle(
-    head: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], now: datetime
-) -> dict[str, Any]:
+# A bundle's row as shaping reads it: (id, created_at as the driver gave it, metadata).
+BundleRow = tuple[str, Any, Mapping[str, Any]]
+
+
+def _row_order(row: BundleRow) -> tuple[int, Any, str]:
+    return (_question_index(row[2].get(QUESTION_INDEX_KEY)), row[1], row[0])
+
+
+def shape_bundle(head: Mapping[str, Any], rows: list[BundleRow], now: datetime) -> dict[str, Any]:
     """A bundle as L3/L4 describe it, with no field ever null (L4a)."""
-    ordered = sorted(
-        rows,
-        key=lambda r: (
-            _question_index(_metadata(r["metadata"]).get(QUESTION_INDEX_KEY)),
-            r["created_at"],
-            r["id"],
-        ),
-    )
-    created_at: datetime = head["created_at"]
+    ordered = sorted(rows, key=_row_order) if len(rows) > 1 else rows
+    created_at = _utc(head["created_at"])
     age = max(0, (now - created_at) // _SECOND)  # D7
     return {
         "pending_id": head["pending_id"],
@@ -349,8 +368,8 @@ def shape_bundle(
         "session_id": _text(head["session_id"]),
         "created_at": isoformat(created_at),
         "age_seconds": int(age),
-        "context": _text(_metadata(ordered[0]["metadata"]).get(CONTEXT_KEY)) if ordered else "",
-        "questions": [_question(_metadata(r["metadata"])) for r in ordered],
+        "context": _text(ordered[0][2].get(CONTEXT_KEY)) if ordered else "",
+        "questions": [_question(metadata) for _, _, metadata in ordered],
     }
 
 
@@ -375,15 +394,14 @@ async def list_active_bundles(
         limit=limit,
     )
     heads: dict[str, Mapping[str, Any]] = {}
-    rows: dict[str, list[Mapping[str, Any]]] = {}
+    rows: dict[str, list[BundleRow]] = {}
     for row in await statement.rows(conn, values):
         pending_id = row["pending_id"]
-        if pending_id not in heads:
+        of_bundle = rows.get(pending_id)
+        if of_bundle is None:
             heads[pending_id] = row
-            rows[pending_id] = []
-        rows[pending_id].append(
-            {"id": row["row_id"], "created_at": row["row_created_at"], "metadata": row["metadata"]}
-        )
+            of_bundle = rows[pending_id] = []
+        of_bundle.append((row["row_id"], row["row_created_at"], _metadata(row["metadata"])))
     page = list(heads)[:limit]  # in L6 order: the statement orders by (created_at, pending_id)
     bundles = [shape_bundle(heads[p], rows[p], now) for p in page]
     return bundles, len(heads) > limit

@@ -22,7 +22,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,10 @@ class Database:
         parsed = make_url(url)
         self.dialect = parsed.get_backend_name()
         self.queue_timeout = queue_timeout
-        kwargs: dict[str, Any] = {"echo": echo}
+        # LIFO: a quiet server keeps using the connection it used last, whose prepared
+        # statements (asyncpg's cache, sqlite3's) and pages are warm; FIFO rotated every
+        # request through the whole pool, each connection preparing each statement anew.
+        kwargs: dict[str, Any] = {"echo": echo, "pool_use_lifo": True}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -153,8 +156,9 @@ class Database:
                     yield conn
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction: committed on success, rolled back on any exception."""
+    async def write(self, *, one_statement: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A write transaction: committed on success, rolled back on any exception.
+        (`one_statement`: see `write_one`.)"""
         task = asyncio.current_task()
         if task is not None and _writing_task.get() is task:
             raise RuntimeError("nested db.write(): pass the open connection down instead")
@@ -182,10 +186,20 @@ class Database:
                     _slot_task.reset(slot_token)
                     self._write_lock.release()
             else:
-                async with self._slot(), self.engine.connect() as conn, conn.begin():
-                    yield conn
+                async with self._slot(), self.engine.connect() as conn:
+                    if one_statement:
+                        conn = await conn.execution_options(isolation_level=AUTOCOMMIT)
+                    async with conn.begin():
+                        yield conn
         finally:
             _writing_task.reset(token)
+
+    def write_one(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A write of one statement (reads after it may follow: what they read is already
+        committed). PostgreSQL runs it in autocommit — one statement is atomic by itself,
+        and BEGIN and COMMIT would add two round trips to its one; SQLite: a `write()`.
+        Two writes in it would not be one transaction on PostgreSQL: use `write()`."""
+        return self.write(one_statement=True)
 
     async def _sqlite_writer(self) -> AsyncConnection:
         """SQLite's one writer connection, kept open between write transactions (under the

@@ -36,11 +36,15 @@ _CODE_ALIASES = {
 }
 INTERNAL_MESSAGE = "internal error"
 _MAX_REPORTED_ERRORS = 5
+# The text copy of a result without the spaces: a page of 50 bundles is ~10% smaller, and
+# every byte of it is escaped again in the JSON-RPC reply and read by the client. Payloads
+# are trees the services just built (no cycle to look for).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
 def tool_success(payload: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(payload))],
+        content=[TextContent(type="text", text=_ENCODER.encode(payload))],
         structured_content=payload,
     )
 

@@ -72,9 +72,11 @@ class SessionRecorder:
         self.describer = describer
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[tuple[AsyncConnection, PendingEvents]]:
+    async def _write(
+        self, *, one_statement: bool = False
+    ) -> AsyncIterator[tuple[AsyncConnection, PendingEvents]]:
         events = PendingEvents(self.bus)
-        async with self.db.write() as conn:
+        async with self.db.write(one_statement=one_statement) as conn:
             yield conn, events
         events.publish()
 
@@ -389,7 +391,8 @@ class SessionRecorder:
         author_type: str = "agent",
         owner_id: str | None = None,
     ) -> Message:
-        async with self._write() as (conn, events):
+        # One INSERT (an owner read may follow): its own transaction (db.write_one).
+        async with self._write(one_statement=True) as (conn, events):
             message = await messages_repo.insert_message(
                 conn,
                 {
@@ -416,7 +419,7 @@ class SessionRecorder:
         owner_id: str | None = None,
     ) -> Message:
         now = self.clock.now()
-        async with self._write() as (conn, events):
+        async with self._write(one_statement=True) as (conn, events):  # as add_message
             await messages_repo.update_message(
                 conn, message.id, content=content, metadata=metadata, now=now
             )
