@@ -159,3 +159,30 @@ def test_mcp_reports_server_busy_as_a_tool_error_saying_to_retry() -> None:
     assert result.is_error
     body = json.loads(result.content[0].text)
     assert body == {"code": "INTERNAL_ERROR", "message": "the database is busy; retry in 1 s"}
+
+
+async def test_a_quiet_server_reuses_the_connection_it_used_last(db: Database) -> None:
+    """The pool is LIFO: after a burst opened several connections, one read at a time keeps
+    getting the connection returned last (its prepared statements and pages warm), instead
+    of rotating through all of them (FIFO: each preparing every statement anew)."""
+    opened = asyncio.Event()
+    holding = 0
+
+    async def hold() -> int:
+        nonlocal holding
+        async with db.read() as conn:
+            holding += 1
+            if holding == 3:
+                opened.set()
+            await opened.wait()  # three connections out at once
+            return id((await conn.get_raw_connection()).driver_connection)
+
+    burst = set(await asyncio.gather(hold(), hold(), hold()))
+    assert len(burst) == 3
+
+    async def one_read() -> int:
+        async with db.read() as conn:
+            return id((await conn.get_raw_connection()).driver_connection)
+
+    used = [await one_read() for _ in range(6)]
+    assert len(set(used)) == 1, used
