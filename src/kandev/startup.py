@@ -191,6 +191,7 @@ async def _serve(
     import uvicorn
 
     from kandev.app import create_app
+    from kandev.heap import settle_heap
     from kandev.perimeter import uvicorn_options
 
     app = create_app(settings)
@@ -217,6 +218,7 @@ async def _serve(
             await super().shutdown(sockets)
 
     async with app.router.lifespan_context(app):
+        settle_heap()  # after the startup work (recovery included), before any request
         on_started(settings, app.state.services.auth.mode)
         with _replayed_signal_ignored():
             await Server(config).serve(sockets=[sock])
