@@ -1,12 +1,14 @@
 """SQLite's write transactions share one connection, kept open between them; a write that
-fails or is cancelled is rolled back and the next one starts on a fresh connection."""
+fails or is cancelled is rolled back and the next one starts on a fresh connection. Reads
+keep theirs open too (one per concurrent read); one a read failed on is not reused."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 
 from kandev.db.engine import Database
 
@@ -75,9 +77,32 @@ async def test_a_cancelled_write_leaves_nothing_open(sqlite: Database) -> None:
     assert await _count(sqlite) == 1
 
 
-async def test_dispose_returns_the_writer(sqlite: Database) -> None:
+async def test_dispose_returns_the_writer_and_the_readers(sqlite: Database) -> None:
     await _table(sqlite)
+    await _count(sqlite)
     pool = sqlite.engine.sync_engine.pool
-    assert pool.checkedout() == 1  # between writes the Database holds its writer
+    # Between transactions the Database holds its writer and its idle reader.
+    assert pool.checkedout() == 2
     await sqlite.dispose()
     assert pool.checkedout() == 0
+
+
+async def test_reads_reuse_an_open_connection_and_drop_one_a_read_failed_on(
+    sqlite: Database,
+) -> None:
+    await _table(sqlite)
+    checkouts = 0
+
+    def counted(*_: object) -> None:
+        nonlocal checkouts
+        checkouts += 1
+
+    event.listen(sqlite.engine.sync_engine.pool, "checkout", counted)
+    for _ in range(5):
+        assert await _count(sqlite) == 0
+    assert checkouts == 1  # one connection, kept open between the reads
+    with pytest.raises(OperationalError):
+        async with sqlite.read() as conn:
+            await conn.execute(text("SELECT * FROM no_such_table"))
+    assert await _count(sqlite) == 0
+    assert checkouts == 2  # the failed read's connection went back; a fresh one serves
