@@ -330,3 +330,23 @@ def test_new_task_with_a_profile_and_prompt_starts_the_agent(page, board, rest) 
     task_id = page.url.rsplit("/", 1)[-1]
     sessions = rest.get(f"/api/v1/tasks/{task_id}/sessions").json()["sessions"]
     assert [s["agent_profile_id"] for s in sessions] == [board.profile("demo")["id"]]
+
+
+def test_a_card_whose_fragment_ran_ahead_of_its_move_event_still_moves(page, board, rest) -> None:
+    # A card's fragment rendered after a move can be swapped in before the move's event
+    # arrives: the card then says it is in the new step while it sits in the old column.
+    # Placement goes by where the card is, so the event (and the next fragment) still move it.
+    moved = board.task("Runs ahead of its event")
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    done = board.steps["Done"]["id"]
+    card = page.locator(f"#task-{moved['id']}")
+    card.evaluate("(card, step) => { card.dataset.stepId = step; }", done)
+    r = rest.post(
+        f"/api/v1/tasks/{moved['id']}/move",
+        json={"workflow_id": board.workflow["id"], "workflow_step_id": done},
+    )
+    assert r.status_code == 200, r.text
+    column = page.locator(".column", has=page.get_by_role("heading", name="Done"))
+    expect(column.locator(f"#task-{moved['id']}")).to_be_visible()
+    expect(column.locator("[data-count]")).to_have_text("1")

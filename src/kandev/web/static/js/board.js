@@ -140,7 +140,9 @@ function placeCard(task) {
   const list = listFor(task.workflow_step_id);
   let card = document.getElementById(`task-${task.id}`);
   if (!list || task.archived_at) { card?.remove(); refreshCounts(); return null; }
-  const moved = !card || card.dataset.stepId !== task.workflow_step_id ||
+  // Where the card is, not what its data says: a fragment rendered after a move may carry
+  // the new step while it still sits in the old column.
+  const moved = !card || card.parentElement !== list ||
     Number(card.dataset.position) !== task.position;
   if (!card) {
     card = document.createElement("li");
@@ -168,11 +170,22 @@ async function swapFragment(card) {
     card.addEventListener("htmx:responseError", onError, { once: true });
     await window.htmx.ajax("GET", url, { target: card, swap: "outerHTML" });
     if (status === 404) card.remove();
+    else followFragment(card.dataset.taskId);
     return;
   }
   const { status, element } = await fetchFragment(url); // htmx missing: same result
   if (status === 404) card.remove();
-  else if (element) card.replaceWith(element);
+  else if (element) { card.replaceWith(element); followFragment(card.dataset.taskId); }
+}
+
+// A fragment is as fresh as the last event or fresher (one fetched before an event is
+// fetched again after it): a card whose fragment names another step goes to that column.
+function followFragment(taskId) {
+  const card = document.getElementById(`task-${taskId}`);
+  const list = card && listFor(card.dataset.stepId);
+  if (!list || card.parentElement === list) return;
+  insertByPosition(list, card);
+  refreshCounts();
 }
 
 // Events that arrive together (a move sends task.updated and task.moved) cost one fetch.
