@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from kandev.events import bus as bus_module
 from kandev.events.bus import RESET_EVENT, EventBus
 
 
@@ -63,3 +66,29 @@ async def test_a_stuck_subscriber_is_reset_not_grown() -> None:
     assert (await stream.next(timeout=1)).type == RESET_EVENT
     bus.publish("t", {"i": 99})
     assert (await stream.next(timeout=1)).data == {"i": 99}
+
+
+async def test_the_buffer_keeps_only_text_yet_replays_the_same_payloads() -> None:
+    bus = EventBus(first_id=1)
+    live = bus.subscribe()
+    payload = {"task": {"id": "t1", "title": "Café", "position": 2, "tags": [None, True]}}
+    bus.publish("task.updated", payload, task_id="t1", session_id="s1", owner_id="alice")
+    sent = await live.next(timeout=1)
+    replayed = await bus.subscribe(after_id=0).next(timeout=1)
+    buffered = bus._buffer[0]
+    assert buffered._data is None and buffered._json is not None  # no dicts kept
+    assert replayed.data == sent.data == payload  # decoded on demand, same payload
+    assert (replayed.task_id, replayed.session_id, replayed.owner_id) == ("t1", "s1", "alice")
+    assert json.loads(replayed.json()) == {"id": 1, "type": "task.updated", **payload}
+
+
+async def test_an_event_is_serialized_once_for_every_stream(monkeypatch) -> None:
+    calls = []
+    real = bus_module.to_json
+    monkeypatch.setattr(bus_module, "to_json", lambda value: calls.append(1) or real(value))
+    bus = EventBus(first_id=1)
+    streams = [bus.subscribe() for _ in range(3)]
+    bus.publish("t", {"i": 1})
+    texts = {(await s.next(timeout=1)).json() for s in streams}
+    texts.add(bus.subscribe(after_id=0)._backlog[0].json())
+    assert len(texts) == 1 and len(calls) == 1

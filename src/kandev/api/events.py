@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Header, Query
@@ -20,7 +19,7 @@ MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
 
 
 def _frame(event: Event) -> str:
-    return f"id: {event.id}\ndata: {json.dumps(event.payload(), separators=(',', ':'))}\n\n"
+    return f"id: {event.id}\ndata: {event.json()}\n\n"  # serialized once for every stream
 
 
 def parse_last_event_id(value: str | None) -> int | None:

@@ -4,32 +4,90 @@ Events carry increasing integer ids (seeded from the clock at start, so ids keep
 across restarts) and live in a bounded ring buffer, so a client reconnecting with
 Last-Event-ID gets exactly what it missed — or, when that has already rolled out of the
 buffer (or the server restarted), a `stream.reset` telling it to refetch.
+
+An event is serialized once, however many streams send it (`Event.json`); the ring buffer
+keeps only that text (`Event.compact`), not the payload's dicts, which cost several times
+the bytes and, with 10,000 events kept, a few KiB for every question asked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import to_json
 
 from kandev.catalog.events import STREAM_RESET as RESET_EVENT
 
 
-@dataclass(frozen=True)
 class Event:
-    id: int
-    type: str
-    data: dict[str, Any]
-    task_id: str | None = None
-    session_id: str | None = None
-    # Owner of the workspace the event belongs to ('' = everyone may see it). Internal:
-    # used for scoping, never sent.
-    owner_id: str = ""
+    """One published change. `data` is its payload; `json()` the whole event as sent."""
+
+    __slots__ = ("_data", "_json", "id", "owner_id", "session_id", "task_id", "type")
+
+    def __init__(
+        self,
+        id: int,
+        type: str,
+        data: dict[str, Any] | None,
+        task_id: str | None = None,
+        session_id: str | None = None,
+        # Owner of the workspace the event belongs to ('' = everyone may see it). Internal:
+        # used for scoping, never sent.
+        owner_id: str = "",
+        *,
+        text: str | None = None,
+    ) -> None:
+        self.id = id
+        self.type = type
+        self.task_id = task_id
+        self.session_id = session_id
+        self.owner_id = owner_id
+        self._data = data
+        self._json = text
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is not None:
+            return self._data
+        # A compact (buffered) event: decoded when an in-process replay reads it.
+        payload = json.loads(self.json())
+        del payload["id"], payload["type"]
+        return payload
 
     def payload(self) -> dict[str, Any]:
         return {"id": self.id, "type": self.type, **self.data}
+
+    def json(self) -> str:
+        """The event as one compact JSON text, made on first use and kept."""
+        if self._json is None:
+            self._json = to_json(self.payload()).decode()
+        return self._json
+
+    def compact(self) -> Event:
+        """The same event holding only its JSON text (what the ring buffer keeps)."""
+        return Event(
+            self.id,
+            self.type,
+            None,
+            self.task_id,
+            self.session_id,
+            self.owner_id,
+            text=self.json(),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.id, self.type, self.data) == (other.id, other.type, other.data)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Event(id={self.id}, type={self.type!r})"
 
 
 class EventStream:
@@ -87,7 +145,7 @@ class EventBus:
     ) -> Event:
         event = Event(self._next_id, type, data, task_id, session_id, owner_id)
         self._next_id += 1
-        self._buffer.append(event)
+        self._buffer.append(event.compact())
         for sub in list(self._subscribers):
             if sub.overflowed:
                 continue  # it will be told to refetch; queuing more would be wasted

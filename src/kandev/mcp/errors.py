@@ -21,6 +21,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from kandev.errors import KandevError
 
@@ -36,15 +37,14 @@ _CODE_ALIASES = {
 }
 INTERNAL_MESSAGE = "internal error"
 _MAX_REPORTED_ERRORS = 5
-# The text copy of a result without the spaces: a page of 50 bundles is ~10% smaller, and
-# every byte of it is escaped again in the JSON-RPC reply and read by the client. Payloads
-# are trees the services just built (no cycle to look for).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
 def tool_success(payload: dict[str, Any]) -> CallToolResult:
+    # The text copy without spaces (a page of 50 bundles is ~10% smaller, and every byte
+    # is escaped again in the JSON-RPC reply), made by pydantic's encoder: several times
+    # quicker than json's on a page of bundles.
     return CallToolResult(
-        content=[TextContent(type="text", text=_ENCODER.encode(payload))],
+        content=[TextContent(type="text", text=to_json(payload).decode())],
         structured_content=payload,
     )
 
