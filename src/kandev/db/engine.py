@@ -33,6 +33,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_
 
+from kandev.db import json_codec
 from kandev.db.inline_sqlite import BUSY_CODES, connect_sqlite, inline_creator
 from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from kandev.errors import ServerBusy
@@ -87,7 +88,11 @@ class Database:
         # LIFO: a quiet server keeps using the connection it used last, whose prepared
         # statements (asyncpg's cache, sqlite3's) and pages are warm; FIFO rotated every
         # request through the whole pool, each connection preparing each statement anew.
-        kwargs: dict[str, Any] = {"echo": echo, "pool_use_lifo": True}
+        kwargs: dict[str, Any] = {
+            "echo": echo,
+            "pool_use_lifo": True,
+            "json_deserializer": json_codec.loads,
+        }
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

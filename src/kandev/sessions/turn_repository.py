@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -44,7 +43,8 @@ async def insert_turn(
         created_at=now,
         updated_at=now,
     )
-    await _INSERT.run(conn, asdict(turn))
+    # The row's columns as they are (asdict would deep-copy the metadata and datetimes).
+    await _INSERT.run(conn, {k: getattr(turn, k) for k in Turn.__dataclass_fields__})
     return turn
 
 
