@@ -125,3 +125,31 @@ async def test_forwarding_headers_are_applied_from_trusted_peers_and_dropped_oth
             assert (await http.get("/", headers=forwarded)).status_code == 204
         assert (seen["client"], seen["scheme"]) == (client, scheme)
         assert (b"x-forwarded-host" in seen["names"]) is kept  # type: ignore[operator]
+
+
+async def test_while_the_app_runs_only_the_perimeter_s_outer_frame_waits_with_it() -> None:
+    """A request the app holds for hours (an agent's ask) keeps no frame of the perimeter's
+    checks alive: they ran in `_admit`, gone before the app starts; `_http` stays."""
+    import sys
+
+    import httpx
+
+    from kandev.perimeter import PerimeterPolicy
+
+    frames: list[str] = []
+
+    async def app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        assert (await receive())["body"] == b'{"a": 1}'  # the body, replayed
+        frame = sys._getframe()
+        while frame is not None:
+            if frame.f_code.co_filename.endswith("perimeter/middleware.py"):
+                frames.append(frame.f_code.co_name)
+            frame = frame.f_back  # type: ignore[assignment]
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    perimeter = PerimeterMiddleware(app, PerimeterPolicy.from_settings(Settings()))
+    transport = httpx.ASGITransport(app=perimeter, client=("127.0.0.1", 5000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        assert (await http.post("/x", content=b'{"a": 1}')).status_code == 204
+    assert frames == ["_http"]  # no frame of the checks (`_admit`, formerly `_guard`)

@@ -88,6 +88,25 @@ class _Headers:
                     self.forwarded_proto = value.decode("latin-1")
 
 
+class _Tracked:
+    """The server's `send`, noting how far the response got: its status once started, and
+    whether its last body part went out (what the error handling needs to know)."""
+
+    __slots__ = ("complete", "send", "status")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.status = 0  # 0 before the response starts
+        self.complete = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.complete = True
+        await self.send(message)
+
+
 class PerimeterMiddleware:
     def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
         self.app = app
@@ -115,79 +134,73 @@ class PerimeterMiddleware:
         await self.app(scope, receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        status = 0  # of the response sent so far; 0 before it starts
-        complete = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal status, complete
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                complete = True
-            await send(message)
-
+        # While the app runs (for hours, for an agent waiting on a question) only this
+        # frame and a slotted `_Tracked` stay alive: the checks ran in `_admit`'s frame,
+        # which is gone by then.
+        tracked = _Tracked(send)
         try:
-            await self._guard(scope, receive, tracking_send)
+            admitted = await self._admit(scope, receive, tracked)
+            if admitted is not None:
+                await self.app(scope, admitted, tracked)
         except ServerBusy as exc:
             # Raised before the app answered (e.g. by the auth middleware's token lookup
             # waiting on a full database queue): as retryable as the app's own 503.
-            if complete:
+            if tracked.complete:
                 return  # the app's own handler answered it (503, Retry-After)
-            if status:
+            if tracked.status:
                 raise
             retry = [(b"retry-after", str(exc.retry_after_seconds).encode())]
             await send_error(send, 503, exc.message, extra_headers=retry)
         except Exception:
-            if complete:
+            if tracked.complete:
                 # A whole answer is out. A 500 is the app's error handler, which logged the
                 # traceback before answering and re-raises only so servers can log it: once
                 # is enough, and the connection can be kept.
-                if status != 500:
+                if tracked.status != 500:
                     logger.exception("error after answering %s %s", scope["method"], scope["path"])
                 return
-            if status:
+            if tracked.status:
                 raise  # half a response is out: the server logs it and drops the connection
             logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
             await send_error(send, 500, INTERNAL)
 
-    async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """The checks, in order: the `receive` the app is to read from (the body replayed
+        when it had to be read), or None when the perimeter has answered the request."""
         headers = _Headers(scope["headers"])
         self._apply_forwarding(scope, headers)
         if not self._host_allowed(headers):
             self._note_refused_host(headers.host)
             await send_error(send, 421, HOST_NOT_ALLOWED, HOST_HINT)
-            return
+            return None
         method = scope["method"]
         if method in STATE_CHANGING and self._cross_origin(headers):
             await send_error(send, 403, CROSS_ORIGIN)
-            return
+            return None
         field = _nul_in_target(scope)
         if field is not None:
             await send_error(send, 400, nul_message(field))
-            return
+            return None
         if headers.length is None and not headers.chunked and method not in STATE_CHANGING:
-            await self.app(scope, receive, send)  # no body (GET, SSE): nothing to read
-            return
+            return receive  # no body (GET, SSE): nothing to read
         limit = self.policy.max_body_bytes
         length = declared_length(headers.length)
         if length is not None and length > limit:
             await send_error(send, 413, TOO_LARGE)
-            return
+            return None
         try:
             body = await read_body(receive, limit)
         except BodyTooLarge:
             await send_error(send, 413, TOO_LARGE)
-            return
+            return None
         except ClientGone:
-            return
+            return None
         if checks_body_for_nul(scope["path"]):
             field = _nul_in_body(body, headers.content_type)
             if field is not None:
                 await send_error(send, 400, nul_message(field))
-                return
-        replayed = replay(body, receive)
-        del body  # the replay holds it until the app reads it; this frame waits for hours
-        await self.app(scope, replayed, send)
+                return None
+        return replay(body, receive)  # it holds the body until the app reads it
 
     def _apply_forwarding(self, scope: Scope, headers: _Headers) -> None:
         """Rewrite the client (and scheme) from a trusted proxy's headers; from anyone
