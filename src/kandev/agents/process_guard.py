@@ -148,12 +148,15 @@ def main(args: list[str]) -> None:
 
     report_r, report_w = os.pipe()  # close-on-exec: EOF without data means exec worked
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    # Taken before the fork: the child's own getppid() names the reaper once the guard has
+    # died, and the check before exec would then pass (an agent nobody would ever end).
+    guard_pid = os.getpid()
     child = os.fork()
     if child == 0:
         os.close(report_r)
         for fd in (leash_fd, wake_r, wake_w):
             os.close(fd)
-        _exec_agent(argv, os.getppid(), report_w)
+        _exec_agent(argv, guard_pid, report_w)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     os.close(report_w)
     failure = b""
