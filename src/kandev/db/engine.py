@@ -18,7 +18,6 @@ that, so a transaction opened inside another (which takes no slot) never waits f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -35,6 +34,8 @@ from sqlalchemy.util import await_
 
 from kandev.db import json_codec
 from kandev.db.inline_sqlite import BUSY_CODES, connect_sqlite, inline_creator
+from kandev.db.pg_transaction import pg_transaction
+from kandev.db.shelf import ConnectionShelf, close_quietly
 from kandev.db.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from kandev.errors import ServerBusy
 
@@ -52,6 +53,7 @@ SQLITE_MAX_OVERFLOW = 10
 POSTGRES_MAX_TRANSACTIONS = 30
 POSTGRES_POOL_SIZE = POSTGRES_MAX_TRANSACTIONS
 POSTGRES_MAX_OVERFLOW = 20  # up to 50 connections
+POSTGRES_SHELF = POSTGRES_POOL_SIZE // 2  # kept open between transactions, per kind
 DEFAULT_QUEUE_TIMEOUT_S = 30.0
 # PostgreSQL: a pooled connection idle longer than this is pinged before use (a restarted
 # server or a dropped socket is then found by the ping, not by the request). One used more
@@ -120,7 +122,20 @@ class Database:
         self._write_lock: asyncio.Lock | None = None
         self._slots: asyncio.Semaphore | None = None
         self._writer: AsyncConnection | None = None  # SQLite: see _sqlite_writer
-        self._readers: list[AsyncConnection] = []  # SQLite: see _sqlite_reader
+        # Connections kept open between transactions (kandev.db.shelf). SQLite: its readers
+        # (writes share self._writer). PostgreSQL: autocommit ones for reads and one-statement
+        # writes, and the transactions' (`_writers`), each half of the pool's size.
+        if self.is_sqlite:
+            self._readers = ConnectionShelf(self.engine, SQLITE_MAX_READS)
+            self._writers = ConnectionShelf(self.engine, 0)  # unused: writes share _writer
+        else:
+            self._readers = ConnectionShelf(
+                self.engine,
+                POSTGRES_SHELF,
+                options={"isolation_level": AUTOCOMMIT},
+                ping_idle_s=ping_idle_s,
+            )
+            self._writers = ConnectionShelf(self.engine, POSTGRES_SHELF, ping_idle_s=ping_idle_s)
         self.checkpointer: WalCheckpointer | None = None
         if self.is_postgres:
             _install_idle_ping(self.engine, ping_idle_s)
@@ -155,31 +170,12 @@ class Database:
         sees its own snapshot inside a transaction too, so BEGIN and COMMIT would only add
         two round trips; locks need a write transaction (`require_transaction`)."""
         with _locked_elsewhere_is_busy():
-            async with self._slot():
-                if self.is_sqlite:
-                    async with self._sqlite_reader() as conn, conn.begin():
-                        yield conn
-                    return
-                async with self.engine.connect() as conn:
-                    conn = await conn.execution_options(isolation_level=AUTOCOMMIT)
-                    async with conn.begin():
-                        yield conn
-
-    @asynccontextmanager
-    async def _sqlite_reader(self) -> AsyncIterator[AsyncConnection]:
-        """A read connection kept open between reads, last used first (as the writer is):
-        a pool checkout and checkin cost more than the BEGIN … COMMIT of a small read
-        (an empty read took ~400 µs through the pool). One a read failed on is closed."""
-        conn = self._readers.pop() if self._readers else await self.engine.connect()
-        try:
-            yield conn
-        except BaseException:
-            await _close_quietly(conn)
-            raise
-        if len(self._readers) < SQLITE_MAX_READS:
-            self._readers.append(conn)
-        else:  # a read nested in a write while every slot reads: back to the pool
-            await _close_quietly(conn)
+            async with (
+                self._slot(),
+                self._readers.connection() as conn,
+                self._transaction(conn),
+            ):
+                yield conn
 
     @asynccontextmanager
     async def write(self, *, one_statement: bool = False) -> AsyncIterator[AsyncConnection]:
@@ -212,13 +208,14 @@ class Database:
                     _slot_task.reset(slot_token)
                     self._write_lock.release()
             else:
-                async with self._slot(), self.engine.connect() as conn:
-                    if one_statement:
-                        conn = await conn.execution_options(isolation_level=AUTOCOMMIT)
-                    async with conn.begin():
-                        yield conn
+                shelf = self._readers if one_statement else self._writers
+                async with self._slot(), shelf.connection() as conn, pg_transaction(conn):
+                    yield conn
         finally:
             _writing_task.reset(token)
+
+    def _transaction(self, conn: AsyncConnection) -> AbstractAsyncContextManager[Any]:
+        return conn.begin() if self.is_sqlite else pg_transaction(conn)
 
     def write_one(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A write of one statement (reads after it may follow: what they read is already
@@ -239,7 +236,7 @@ class Database:
     async def _drop_sqlite_writer(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            await _close_quietly(writer)
+            await close_quietly(writer)
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -276,18 +273,11 @@ class Database:
         # engine's disposal then leaves that connection to its transaction's end).
         if self._write_lock is None or not self._write_lock.locked():
             await self._drop_sqlite_writer()
-        readers, self._readers = self._readers, []
-        for reader in readers:
-            await _close_quietly(reader)
+        await self._readers.close()
+        await self._writers.close()
         if self.checkpointer is not None:
             await self.checkpointer.close()
         await self.engine.dispose()
-
-
-async def _close_quietly(conn: AsyncConnection) -> None:
-    """Back to the pool, which resets it (a broken one it discards); not cancellable."""
-    with contextlib.suppress(Exception):
-        await asyncio.shield(conn.close())
 
 
 @contextmanager

@@ -1,0 +1,130 @@
+"""PostgreSQL transactions keep their connections open between them (kandev.db.shelf) and
+are begun and committed on the driver (kandev.db.pg_transaction), with SQLAlchemy's
+semantics kept: a failed body rolls back, a failed COMMIT raises the same exception class
+`conn.commit()` raises, a connection a transaction failed on is not reused, and dispose
+hands every connection back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import IntegrityError
+
+from kandev.db.engine import Database
+
+
+@pytest.fixture
+def pg(db: Database, database_kind: str) -> Database:
+    if database_kind != "postgres":
+        pytest.skip("SQLite's writer and readers: tests/db/test_sqlite_writer.py")
+    return db
+
+
+@pytest.fixture
+def checkouts(pg: Database) -> list[object]:
+    seen: list[object] = []
+    pool = pg.engine.sync_engine.pool
+    record = lambda *args: seen.append(args[0])  # noqa: E731
+    event.listen(pool, "checkout", record)
+    yield seen
+    event.remove(pool, "checkout", record)
+
+
+async def _values(db: Database) -> list[int]:
+    async with db.read() as conn:
+        return list((await conn.execute(text("SELECT v FROM shelf_probe ORDER BY v"))).scalars())
+
+
+async def _create(db: Database) -> None:
+    async with db.write() as conn:
+        await conn.execute(text("CREATE TABLE shelf_probe (v int PRIMARY KEY)"))
+
+
+async def test_transactions_reuse_open_connections(pg: Database, checkouts: list[object]) -> None:
+    await _create(pg)
+    for value in range(5):
+        async with pg.write() as conn:
+            await conn.execute(text("INSERT INTO shelf_probe VALUES (:v)"), {"v": value})
+        async with pg.write_one() as conn:
+            await conn.execute(text("UPDATE shelf_probe SET v = v WHERE v = :v"), {"v": value})
+        assert await _values(pg) == list(range(value + 1))
+    # One connection for the transactions, one for the autocommit reads and one-statement
+    # writes, each checked out once: not one checkout per transaction.
+    assert len(checkouts) == 2, checkouts
+    assert pg.engine.sync_engine.pool.checkedout() == 2
+    await pg.dispose()
+    assert pg.engine.sync_engine.pool.checkedout() == 0
+
+
+async def test_a_failed_body_rolls_back_and_its_connection_is_not_kept(
+    pg: Database, checkouts: list[object]
+) -> None:
+    await _create(pg)
+    with pytest.raises(ZeroDivisionError):
+        async with pg.write() as conn:
+            await conn.execute(text("INSERT INTO shelf_probe VALUES (1)"))
+            raise ZeroDivisionError
+    async with pg.write() as conn:
+        await conn.execute(text("INSERT INTO shelf_probe VALUES (2)"))
+    assert await _values(pg) == [2]
+    assert len(checkouts) == 3  # the write that failed handed its connection back
+
+
+async def test_a_failed_commit_raises_what_sqlalchemy_raises_and_writes_nothing(
+    pg: Database,
+) -> None:
+    async with pg.write() as conn:
+        await conn.execute(text("CREATE TABLE shelf_parent (id int PRIMARY KEY)"))
+        await conn.execute(
+            text(
+                "CREATE TABLE shelf_child "
+                "(parent int REFERENCES shelf_parent DEFERRABLE INITIALLY DEFERRED)"
+            )
+        )
+    with pytest.raises(IntegrityError):  # the deferred check fails at COMMIT
+        async with pg.write() as conn:
+            await conn.execute(text("INSERT INTO shelf_child VALUES (7)"))
+    async with pg.write() as conn:  # the next transaction is a clean one
+        await conn.execute(text("INSERT INTO shelf_parent VALUES (7)"))
+        await conn.execute(text("INSERT INTO shelf_child VALUES (7)"))
+    async with pg.read() as conn:
+        rows = (await conn.execute(text("SELECT parent FROM shelf_child"))).scalars().all()
+    assert rows == [7]
+
+
+async def test_a_cancelled_transaction_leaves_nothing_open(pg: Database) -> None:
+    await _create(pg)
+    entered = asyncio.Event()
+
+    async def stuck() -> None:
+        async with pg.write() as conn:
+            await conn.execute(text("INSERT INTO shelf_probe VALUES (1)"))
+            entered.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(stuck())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with pg.write() as conn:
+        await conn.execute(text("INSERT INTO shelf_probe VALUES (2)"))
+    assert await _values(pg) == [2]
+    assert pg.engine.sync_engine.pool.checkedout() == 2  # the cancelled one went back
+
+
+async def test_many_transactions_at_once_share_the_pool(pg: Database) -> None:
+    """More concurrent transactions than a shelf keeps: the rest come from the pool and go
+    back to it; all commit."""
+    await _create(pg)
+
+    async def insert(value: int) -> None:
+        async with pg.write() as conn:
+            await conn.execute(text("INSERT INTO shelf_probe VALUES (:v)"), {"v": value})
+            await asyncio.sleep(0)  # hold the connection across a switch
+
+    await asyncio.gather(*(insert(value) for value in range(60)))
+    assert await _values(pg) == list(range(60))
+    assert pg.engine.sync_engine.pool.checkedout() <= pg.max_transactions
