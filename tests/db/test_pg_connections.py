@@ -13,6 +13,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
 from kandev.db.engine import Database
+from tests.db.cancelled import cancel_inside_a_write
 
 
 @pytest.fixture
@@ -96,19 +97,7 @@ async def test_a_failed_commit_raises_what_sqlalchemy_raises_and_writes_nothing(
 
 async def test_a_cancelled_transaction_leaves_nothing_open(pg: Database) -> None:
     await _create(pg)
-    entered = asyncio.Event()
-
-    async def stuck() -> None:
-        async with pg.write() as conn:
-            await conn.execute(text("INSERT INTO shelf_probe VALUES (1)"))
-            entered.set()
-            await asyncio.Event().wait()
-
-    task = asyncio.create_task(stuck())
-    await entered.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_inside_a_write(pg, "INSERT INTO shelf_probe VALUES (1)")
     async with pg.write() as conn:
         await conn.execute(text("INSERT INTO shelf_probe VALUES (2)"))
     assert await _values(pg) == [2]

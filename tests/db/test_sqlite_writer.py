@@ -4,13 +4,12 @@ keep theirs open too (one per concurrent read); one a read failed on is not reus
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
 from kandev.db.engine import Database
+from tests.db.cancelled import cancel_inside_a_write
 
 
 @pytest.fixture
@@ -59,19 +58,7 @@ async def test_a_failed_write_rolls_back_and_the_next_gets_a_fresh_connection(
 
 async def test_a_cancelled_write_leaves_nothing_open(sqlite: Database) -> None:
     await _table(sqlite)
-    entered = asyncio.Event()
-
-    async def stuck() -> None:
-        async with sqlite.write() as conn:
-            await conn.execute(text("INSERT INTO writer_probe (id) VALUES (1)"))
-            entered.set()
-            await asyncio.Event().wait()
-
-    task = asyncio.create_task(stuck())
-    await entered.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_inside_a_write(sqlite, "INSERT INTO writer_probe (id) VALUES (1)")
     async with sqlite.write() as conn:  # the write lock is free, no transaction is left open
         await conn.execute(text("INSERT INTO writer_probe (id) VALUES (2)"))
     assert await _count(sqlite) == 1
