@@ -112,9 +112,10 @@ class Asking:
             # also after its waiter went away (a timed-out MCP call, a restart).
             for existing in group_bundles(await find_active_messages(conn, session_id)):
                 if questions_equal(existing.questions, questions):
-                    if live:
-                        self._register(existing)
-                    return existing.pending_id, existing.questions
+                    if not live:
+                        return existing.pending_id, existing.questions
+                    self._register(existing)
+                    return existing.pending_id, self._held(existing.pending_id, questions)
         if not live:
             pending_id = self.new_id()
             await self._insert_rows(pending_id, session_id, session.task_id, questions, text)
@@ -129,15 +130,21 @@ class Asking:
                 created_at=self.clock.now(),
             )
         )
+        questions = self._held(pending_id, questions)
         if not is_new:
-            request = self.store.get_request(pending_id)
-            return pending_id, request.questions if request else questions
+            return pending_id, questions
         try:
             await self._insert_rows(pending_id, session_id, session.task_id, questions, text)
         except BaseException:
             self.store.cancel_request(pending_id)
             raise
         return pending_id, questions
+
+    def _held(self, pending_id: str, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The store's list of the request's questions (else `questions`): a waiting call
+        keeps that one, not a second normalized copy (a waiting agent's memory)."""
+        request = self.store.get_request(pending_id)
+        return request.questions if request is not None else questions
 
     def _register(self, bundle: Bundle) -> None:
         """A live waiter entry for an existing bundle (idempotent per pending id)."""

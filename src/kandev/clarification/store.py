@@ -88,7 +88,7 @@ class AlreadyResponded(StoreError):
     """A response was already recorded for the request."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingRequest:
     pending_id: str = ""
     session_id: str = ""
