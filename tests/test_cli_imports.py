@@ -1,6 +1,7 @@
 """The terminal commands import only what they use (issue 13: the CLI's wall time): `kandev
---help` no HTTP client, event loop, database or server; `questions list` the MCP client but
-none of Kandev's server side (FastAPI, SQLAlchemy, database drivers, templates)."""
+--help` no HTTP client, event loop, database or server; `questions list` an HTTP client and
+Kandev's own MCP calls (kandev.cli_mcp), not the MCP SDK (~0.85 s of imports) nor any of
+Kandev's server side (FastAPI, SQLAlchemy, database drivers, templates)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,10 @@ def test_help_imports_no_client_loop_or_server() -> None:
 
 
 @pytest.mark.parametrize("command", [["questions", "list"], ["permissions", "list"]])
-def test_a_listing_imports_the_mcp_client_and_nothing_of_the_server(command: list[str]) -> None:
+def test_a_listing_imports_an_http_client_and_nothing_of_the_server(command: list[str]) -> None:
     roots = imported_by(*command, "--url", closed_port_url())
-    assert {"mcp", "httpx2"} <= roots  # it did try to connect
-    assert roots.isdisjoint(SERVER_SIDE)
+    assert "httpx" in roots  # it did try to connect
+    assert roots.isdisjoint(SERVER_SIDE | {"mcp", "httpx2"})
 
 
 def test_a_listing_imports_no_kandev_server_module() -> None:

@@ -92,7 +92,8 @@ def _refused(exc: BaseException | None, depth: int = 0) -> bool:
     return _refused(exc.__cause__ or exc.__context__, depth + 1)
 
 
-def _error_text(response: httpx.Response) -> str:
+def error_text(response: httpx.Response) -> str:
+    """The server's reason for an error status: its `error`, else the body's start."""
     try:
         body = response.json()
     except ValueError:
@@ -135,7 +136,7 @@ class KandevClient:
         if response.status_code >= 400:
             raise CommandFailed(
                 refusal_message(
-                    response.status_code, _error_text(response), token_given=bool(self.token)
+                    response.status_code, error_text(response), token_given=bool(self.token)
                 )
             )
 

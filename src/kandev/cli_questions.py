@@ -35,72 +35,45 @@ class McpCallFailed(Exception):
 
 @asynccontextmanager
 async def mcp_tools(url: str, token: str) -> AsyncIterator[ToolCall]:
-    """One MCP session on the server's external endpoint for the whole command; yields a
-    `call(name, arguments)` returning the tool's JSON object (McpCallFailed on a tool error).
-
-    The SDK reports an HTTP refusal only as "Server returned an error response" (401) or
-    "Not Found" (404), so the first error answer is kept here and said in its own words."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.types import Implementation
+    """One HTTP client on the server's external MCP endpoint for the whole command; yields
+    a `call(name, arguments)` returning the tool's JSON object (McpCallFailed on a tool
+    error). A refusal (401, 404, …) or an unreachable server is a CommandFailed saying so."""
+    import httpx
 
     from kandev import CLI_CLIENT_NAME, __version__
     from kandev.agents.http_tls import tls_verify_for
+    from kandev.cli_mcp import McpClient, McpProtocolError, McpRefused
 
     base = root_url(url)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    refused: list[tuple[int, str]] = []
-
-    async def keep_refusal(response: httpx2.Response) -> None:
-        if response.status_code >= 400 and not refused:
-            await response.aread()
-            try:
-                message = response.json().get("error", "")
-            except (ValueError, AttributeError):
-                message = response.text.strip()[:200]
-            refused.append((response.status_code, message))
 
     async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await client.call_tool(name, arguments)
-        text = "".join(getattr(block, "text", "") for block in result.content)
-        payload = json.loads(text) if text else {}
+        try:
+            # Names the terminal, so the server records its answers via "cli".
+            result = await client.call_tool(name, arguments)
+        except McpRefused as exc:
+            message = exc.message
+            if exc.status == 404:
+                message = f"no Kandev MCP endpoint at {base}/mcp; --url takes the server's root URL"
+            raise CommandFailed(
+                refusal_message(exc.status, message, token_given=bool(token))
+            ) from None
+        except McpProtocolError as exc:
+            raise CommandFailed(f"the server's MCP answer was not understood: {exc}") from None
+        except httpx.TransportError as exc:
+            raise CommandFailed(unreachable_message(base, exc)) from None
+        payload = json.loads(result.text) if result.text else {}
         if result.is_error:
-            raise McpCallFailed(payload.get("code", "ERROR"), payload.get("message", text))
+            raise McpCallFailed(payload.get("code", "ERROR"), payload.get("message", result.text))
         return payload
 
-    try:
-        async with (
-            httpx2.AsyncClient(
-                headers=headers,
-                timeout=httpx2.Timeout(30, read=120),
-                event_hooks={"response": [keep_refusal]},
-                verify=tls_verify_for(base),  # no CA bundle loaded for http://
-            ) as http,
-            Client(
-                streamable_http_client(f"{base}/mcp", http_client=http),
-                # Names the terminal, so the server records its answers via "cli".
-                client_info=Implementation(name=CLI_CLIENT_NAME, version=__version__),
-            ) as client,
-        ):
-            yield call
-    except Exception as exc:
-        leaf = _innermost(exc)
-        if isinstance(leaf, McpCallFailed | typer.TyperException | typer.Exit):
-            raise leaf from None  # a tool's error, or a usage error: not the connection's
-        if refused:
-            status, message = refused[0]
-            if status == 404:
-                message = f"no Kandev MCP endpoint at {base}/mcp; --url takes the server's root URL"
-            raise CommandFailed(refusal_message(status, message, token_given=bool(token))) from None
-        raise CommandFailed(unreachable_message(base, leaf)) from None
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio wraps transport errors in groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+    async with httpx.AsyncClient(
+        headers=headers,
+        timeout=httpx.Timeout(30, read=120),
+        verify=tls_verify_for(base),  # no CA bundle loaded for http://
+    ) as http:
+        client = McpClient(http, f"{base}/mcp", CLI_CLIENT_NAME, __version__)
+        yield call
 
 
 def run_action(action: Callable[[], Coroutine[Any, Any, int]]) -> None:

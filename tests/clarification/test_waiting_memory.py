@@ -9,17 +9,7 @@ import pytest
 from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.services import Services
 from kandev.sessions.inputs import SessionCreate
-
-QUESTIONS = [
-    {
-        "id": "q",
-        "prompt": "Go on?",
-        "options": [
-            {"option_id": "yes", "label": "Yes", "description": "go"},
-            {"option_id": "no", "label": "No", "description": "stop"},
-        ],
-    }
-]
+from tests.perf.test_statement_budget import QUESTIONS
 
 
 @pytest.mark.parametrize("repeat", [False, True], ids=["new", "identical-retry"])

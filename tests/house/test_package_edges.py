@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("web",),
     ("app",),
     ("startup", "cli_http"),
+    ("cli_mcp",),  # the terminal's MCP tool calls, over cli_http
     ("cli_admin", "cli_board", "cli_questions", "cli_sessions"),
     ("cli_permissions",),  # over cli_questions' MCP client
     ("cli",),
