@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
-from kandev.db.engine import Database
+from kandev.db.engine import POSTGRES_SHELF, Database
 from tests.db.cancelled import cancel_inside_a_write
 
 
@@ -104,16 +104,25 @@ async def test_a_cancelled_transaction_leaves_nothing_open(pg: Database) -> None
     assert pg.engine.sync_engine.pool.checkedout() == 2  # the cancelled one went back
 
 
-async def test_many_transactions_at_once_share_the_pool(pg: Database) -> None:
-    """More concurrent transactions than a shelf keeps: the rest come from the pool and go
-    back to it; all commit."""
+async def test_more_transactions_at_once_than_the_shelf_keeps(pg: Database) -> None:
+    """Twenty transactions holding their connections at once (a barrier inside them), twice:
+    the shelf keeps 15 of them between rounds, the rest go back to the pool; all commit."""
     await _create(pg)
+    at_once = POSTGRES_SHELF + 5
 
-    async def insert(value: int) -> None:
-        async with pg.write() as conn:
-            await conn.execute(text("INSERT INTO shelf_probe VALUES (:v)"), {"v": value})
-            await asyncio.sleep(0)  # hold the connection across a switch
+    async def round_of(first: int) -> None:
+        inside = asyncio.Barrier(at_once)
 
-    await asyncio.gather(*(insert(value) for value in range(60)))
-    assert await _values(pg) == list(range(60))
-    assert pg.engine.sync_engine.pool.checkedout() <= pg.max_transactions
+        async def insert(value: int) -> None:
+            async with pg.write() as conn:
+                await conn.execute(text("INSERT INTO shelf_probe VALUES (:v)"), {"v": value})
+                await inside.wait()  # every one of them holds its connection now
+
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(insert(first + n) for n in range(at_once)))
+
+    await round_of(0)
+    await round_of(at_once)
+    assert await _values(pg) == list(range(2 * at_once))
+    # Kept open: a full shelf of transaction connections and the one the read used.
+    assert pg.engine.sync_engine.pool.checkedout() == POSTGRES_SHELF + 1

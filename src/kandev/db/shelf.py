@@ -42,9 +42,6 @@ class ConnectionShelf:
         self._ping_idle_s = ping_idle_s  # None: never pinged (SQLite)
         self._idle: list[tuple[AsyncConnection, float]] = []  # (connection, idle since)
 
-    def __len__(self) -> int:
-        return len(self._idle)
-
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         conn = await self._take()
