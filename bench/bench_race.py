@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import ssl
 import tempfile
 import time
 from collections import defaultdict
@@ -68,13 +70,28 @@ async def _bare_questions(client: httpx.AsyncClient, count: int) -> list[str]:
 async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, Any]:
     """One race on one running server (Kandev or the bare app), same clients for both."""
     per_bundle = answerers // bundles
-    limits = httpx.Limits(max_connections=answerers)
     async with (
-        httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as rest,
+        contextlib.AsyncExitStack() as stack,
+        httpx.AsyncClient(base_url=url, timeout=120) as rest,
         httpx2.AsyncClient(timeout=httpx2.Timeout(120)) as http2,
         Client(streamable_http_client(f"{url}/mcp", http_client=http2)) as mcp,
     ):
         pending = await (_bare_questions if bare else _questions)(rest, bundles)
+        # Each question's REST answerers get a pool of their own (a connection each): one
+        # pool of hundreds of connections makes the client scan all of them on every
+        # request and response (httpcore), so the client, not the server, set the pace.
+        tls = ssl.create_default_context()  # one for every pool (unused: plain http)
+        pools = {
+            pending_id: await stack.enter_async_context(
+                httpx.AsyncClient(
+                    base_url=url,
+                    timeout=120,
+                    verify=tls,
+                    limits=httpx.Limits(max_connections=per_bundle),
+                )
+            )
+            for pending_id in pending
+        }
         results: dict[str, list[dict[str, Any]]] = defaultdict(list)
         latencies: list[float] = []
 
@@ -83,7 +100,7 @@ async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, 
             answers = [{"question_id": "q", "selected_options": [choice]}]
             start = time.perf_counter()
             if i % 2 == 0:
-                r = await rest.post(
+                r = await pools[pending_id].post(
                     f"/api/v1/clarification/{pending_id}/respond", json={"answers": answers}
                 )
                 assert r.status_code == 200, r.text

@@ -34,9 +34,10 @@ from tests.clarification.test_repository import wait_for_lock_waiter
 from tests.statement_counter import StatementCounter, bound_constants
 
 ANSWER_STATEMENTS, ANSWER_TRANSACTIONS = 10, 3
-# A losing answer: the authorizing read, then the failed claim and the one read of the
-# bundle it replays, in the claim's transaction (PostgreSQL adds its lock statement).
-LOSER_STATEMENTS, LOSER_TRANSACTIONS = 4, 2
+# A losing answer: the authorizing read, the failed claim (PostgreSQL adds its lock
+# statement), then the one read of the bundle it replays, after the claim's commit so the
+# bundle's locks are not held across it: within the answer's budget of 3 transactions.
+LOSER_STATEMENTS, LOSER_TRANSACTIONS = 4, 3
 TURN_STATEMENTS, TURN_TRANSACTIONS = 12, 4
 SCRIPTED_AGENT = str(Path(__file__).resolve().parents[1] / "agents" / "scripted_agent.py")
 QUESTIONS = [

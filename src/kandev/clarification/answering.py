@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.identity import current_identity
 from kandev.catalog import messages as kinds
-from kandev.clarification.claims import claim_active_bundle
+from kandev.clarification.claims import claim_active_bundle, read_failed_claim
 from kandev.clarification.delivery import AnswerDelivery
 from kandev.clarification.outcome import Outcome, validate_outcome
 from kandev.clarification.reading import NO_LONGER_ACTIVE, BundleReader
@@ -27,6 +27,7 @@ from kandev.errors import Conflict
 from kandev.events.publisher import PendingEvents
 from kandev.faults import fault_point
 from kandev.ids import IdFactory
+from kandev.keyed_locks import KeyedLocks
 from kandev.log_fields import log_event
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions.models import Message
@@ -51,6 +52,7 @@ class ResolveBundle:
         self.recorder = recorder
         self.reader = reader
         self.delivery = delivery
+        self._claims = KeyedLocks()
 
     async def resolve(
         self,
@@ -71,24 +73,38 @@ class ResolveBundle:
         bundle = await self.reader.authorized_bundle(pending_id)
         outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
         events = PendingEvents(self.recorder.bus)
-        seen: list[Message] = []  # a loser's replay: the bundle as the failed claim left it
-        async with self.db.write() as conn:
-            claimed = await claim_active_bundle(
-                conn,
-                self.db,
-                pending_id,
-                outcome.status,
-                outcome.responses(),
-                self.clock.now(),
-                reject_reason=outcome.reject_reason if outcome.rejected else "",
-                session_ids=sorted({m.session_id for m in bundle.messages}),
-                seen=seen,
-            )
-            if claimed is not None:
-                answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
-                view = await self.recorder.view(conn, bundle.session_id)
-                self.recorder.message_events(events, view, [answer], added=True)
+        # Claims of one bundle queue here, not on its session lock inside a transaction
+        # that holds a connection slot (see KeyedLocks); the claim still decides (P2). The
+        # next claim may begin once ours has run: it then waits on the bundle's database
+        # locks for our commit only, so one claim's commit overlaps the next one's BEGIN.
+        turn = await self._claims.acquire(pending_id)
+        try:
+            async with self.db.write() as conn:
+                try:
+                    claimed = await claim_active_bundle(
+                        conn,
+                        self.db,
+                        pending_id,
+                        outcome.status,
+                        outcome.responses(),
+                        self.clock.now(),
+                        reject_reason=outcome.reject_reason if outcome.rejected else "",
+                        session_ids=sorted({m.session_id for m in bundle.messages}),
+                        reread=False,  # a loser re-reads below, with the locks released
+                    )
+                finally:
+                    turn.release()
+                if claimed is not None:
+                    answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
+                    view = await self.recorder.view(conn, bundle.session_id)
+                    self.recorder.message_events(events, view, [answer], added=True)
+        finally:
+            turn.release()
         if claimed is None:
+            async with self.db.read() as conn:
+                seen = await read_failed_claim(
+                    conn, pending_id, outcome.status, outcome.responses()
+                )
             return self._loser(pending_id, seen)
         log_event(
             log,
@@ -146,7 +162,7 @@ class ResolveBundle:
 
     @staticmethod
     def _loser(pending_id: str, seen: list[Message]) -> dict[str, Any]:
-        """R2: one re-read (the claim's own, `seen`), no retry. A terminal status means a
+        """R2: one re-read (`seen`, after the failed claim), no retry. A terminal status means a
         winner exists: replay it."""
         rows = sorted(seen, key=question_order)
         decided = [m for m in rows if m.metadata.get("status") in (kinds.ANSWERED, kinds.REJECTED)]

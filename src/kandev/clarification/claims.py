@@ -165,7 +165,7 @@ async def claim_active_bundle(
     reject_reason: str = "",
     *,
     session_ids: Sequence[str] | None = None,
-    seen: list[Message] | None = None,
+    reread: bool = True,
 ) -> list[Message] | None:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
@@ -179,10 +179,9 @@ async def claim_active_bundle(
     response for it) is not claimed at all, so nothing half-claimed is ever written.
     Such a bundle raises ClarificationStateError (found by one more read, only then).
 
-    Not claimed: every row of the bundle is read once, in this transaction, and handed to
-    `seen` — what a losing caller replays (R2), so it needs no read of its own; the
-    incompleteness diagnosis runs only when a row is still pending (a decided bundle, the
-    usual loser's, cannot be incomplete).
+    Not claimed: `read_failed_claim` runs in this transaction, unless `reread` is False —
+    the caller then runs it itself, e.g. after the commit, so the locks are not held across
+    one more round trip (R2a: the re-read need not agree with the claim).
     """
     _check_terminal(status)
     await lock_bundle(conn, db, pending_id, session_ids)
@@ -199,12 +198,25 @@ async def claim_active_bundle(
     claimed = _ordered(await statement.rows(conn, params))
     if claimed:
         return claimed
+    if reread:
+        await read_failed_claim(conn, pending_id, status, responses)
+    return None
+
+
+async def read_failed_claim(
+    conn: AsyncConnection,
+    pending_id: str,
+    status: str,
+    responses: dict[str, dict[str, Any]] | None,
+) -> list[Message]:
+    """After a claim that claimed nothing: every row of the bundle, read once — what a
+    losing caller replays (R2). Raises ClarificationStateError when a row is still pending
+    that the claim could not complete (the diagnosis runs only then: a decided bundle, the
+    usual loser's, cannot be incomplete)."""
     rows = await find_bundle_messages(conn, pending_id)
-    if seen is not None:
-        seen.extend(rows)
     if any(_pending_status(row.metadata.get(STATUS_KEY)) for row in rows):
         await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
-    return None
+    return rows
 
 
 def _pending_status(status: Any) -> bool:
