@@ -745,3 +745,22 @@ async def test_responded_at_comes_from_the_clock():
         await store.respond_with_delivery_confirmation(pending_id, answer(), Gate(block=False))
         response = await waiter
     assert response.responded_at == datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=5)
+
+
+async def test_a_waiter_parks_on_its_future_in_its_own_frame() -> None:
+    """Every coroutine frame in a waiting agent's chain is memory held for as long as it
+    waits (issue: performance, RSS per waiting agent): the store's wait awaits its future
+    itself, with no helper coroutine under it."""
+    store = ClarificationStore(timeout=60)
+    pending_id, _ = store.create_request(request())
+    waiting = store.wait_for_response(pending_id)
+    awaited = waiting.send(None)  # runs the wait up to where it parks
+    assert isinstance(awaited, asyncio.Future) and not awaited.done()
+    chain, coro = [], waiting
+    while asyncio.iscoroutine(coro):
+        chain.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    assert chain == ["wait_for_response", "_wait"]
+    assert store.waiter_count(pending_id) == 1
+    waiting.close()  # the wait's cleanup runs
+    assert store.waiter_count(pending_id) == 0

@@ -52,24 +52,40 @@ class Signal:
         return await wait_any((self,), timeout)
 
 
+Armed = tuple["asyncio.Future[bool]", "asyncio.TimerHandle | None"]
+
+
 def _expire(fut: asyncio.Future[bool]) -> None:
     if not fut.done():
         fut.set_result(False)
 
 
-async def wait_any(signals: tuple[Signal, ...], timeout: float | None = None) -> bool:
-    """True once any of `signals` is set; False when `timeout` seconds passed first."""
-    if any(s._set for s in signals):
-        return True
+def arm(signals: tuple[Signal, ...], timeout: float | None) -> Armed:
+    """A future that any of `signals` sets to True, or the timer to False after `timeout`
+    seconds; await it, then `disarm` it. (`wait_any` in two halves, for a waiter that waits
+    for hours: awaiting the future in its own frame needs no coroutine of ours besides.)"""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[bool] = loop.create_future()
+    if any(s._set for s in signals):
+        fut.set_result(True)
+        return fut, None
     for s in signals:
         s._add(fut)
-    handle = loop.call_later(timeout, _expire, fut) if timeout is not None else None
+    return fut, loop.call_later(timeout, _expire, fut) if timeout is not None else None
+
+
+def disarm(armed: Armed, signals: tuple[Signal, ...]) -> None:
+    fut, handle = armed
+    if handle is not None:
+        handle.cancel()
+    for s in signals:
+        s._discard(fut)
+
+
+async def wait_any(signals: tuple[Signal, ...], timeout: float | None = None) -> bool:
+    """True once any of `signals` is set; False when `timeout` seconds passed first."""
+    armed = arm(signals, timeout)
     try:
-        return await fut
+        return await armed[0]
     finally:
-        if handle is not None:
-            handle.cancel()
-        for s in signals:
-            s._discard(fut)
+        disarm(armed, signals)

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from kandev.clarification.questions import normalize_questions, questions_equal
-from kandev.clarification.signal import Signal, wait_any
+from kandev.clarification.signal import Signal, arm, disarm
 from kandev.clock import Clock, SystemClock
 from kandev.errors import ValidationFailed
 from kandev.ids import IdFactory
@@ -257,8 +257,8 @@ class ClarificationStore:
         entry = self._entries.get(pending_id)
         if entry is None:
             raise RequestNotFound(_not_found(pending_id), pending_id)
-        # The waiter parks in the caller's own task on one future and one timer (re-armed
-        # per tick): no helper task, no asyncio.wait, no Timeout object per waiting agent.
+        # The waiter parks in the caller's own task and frame on one future and one timer
+        # (re-armed per tick): no helper task or coroutine, no asyncio.wait, no Timeout.
         signals = (entry.settled,) if stop is None else (entry.settled, stop)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -274,7 +274,11 @@ class ClarificationStore:
                         f"clarification request timed out: {pending_id}", pending_id
                     )
                 step = left if tick_seconds is None else min(left, tick_seconds)
-                woken = await wait_any(signals, step)
+                armed = arm(signals, step)
+                try:
+                    woken = await armed[0]
+                finally:
+                    disarm(armed, signals)
                 if not woken and on_tick is not None and loop.time() < deadline:
                     await on_tick()
         finally:

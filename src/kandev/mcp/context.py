@@ -27,32 +27,33 @@ class McpCaller:
     agent: AgentPrincipal | None = None  # set on the agent surface only
 
 
-_agent: ContextVar[AgentPrincipal | None] = ContextVar("kandev_mcp_agent", default=None)
+# One variable for the caller and its agent principal: each variable set for a request is a
+# token and a context node kept as long as the request (hours, for an agent waiting).
 _caller: ContextVar[McpCaller | None] = ContextVar("kandev_mcp_caller", default=None)
 
 
 def current_agent() -> AgentPrincipal | None:
     """The agent session behind the current tool call (agent surface), else None."""
-    return _agent.get()
+    caller = _caller.get()
+    return caller.agent if caller is not None else None
 
 
 def current_caller() -> McpCaller | None:
     return _caller.get()
 
 
-CallerTokens = tuple[Token[Identity | None], Token[McpCaller | None], Token[AgentPrincipal | None]]
+CallerTokens = tuple[Token[Identity | None], Token[McpCaller | None]]
 
 
 def enter_caller(caller: McpCaller) -> CallerTokens:
     """Install the caller (its identity, and its agent principal) until `exit_caller`: plain
     tokens rather than a context manager, since the MCP request holds them while an agent
     waits (no generator per waiting agent)."""
-    return set_identity(caller.identity), _caller.set(caller), _agent.set(caller.agent)
+    return set_identity(caller.identity), _caller.set(caller)
 
 
 def exit_caller(tokens: CallerTokens) -> None:
-    identity, caller, agent = tokens
-    _agent.reset(agent)
+    identity, caller = tokens
     _caller.reset(caller)
     reset_identity(identity)
 
