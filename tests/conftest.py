@@ -154,12 +154,17 @@ class LiveServer:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
 
     def _run(self) -> None:
         try:
-            asyncio.run(self.server.serve())
+            asyncio.run(self._serve())
         except BaseException as exc:  # surfaced by start()
             self.error = exc
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.server.serve()
 
     def start(self, timeout: float = 30.0) -> LiveServer:
         self.thread.start()

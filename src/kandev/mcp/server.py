@@ -55,8 +55,12 @@ class KandevMCPServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if context is None:
+            context = Context(mcp_server=self, subscriptions=self._subscriptions)
         try:
-            return await super().call_tool(name, arguments, context)
+            # What MCPServer.call_tool does, in this frame rather than under it: a call that
+            # waits for hours (an agent's ask) then keeps one frame here, not two.
+            return await self._tool_manager.call_tool(name, arguments, context, convert_result=True)
         except UnexpectedToolError as exc:
             return error_result(exc.__cause__ or exc, name)
         except ToolError:
@@ -97,8 +101,10 @@ def _sdk_tool(spec: ToolSpec, services: SurfaceServices) -> Tool:
         tokens = enter_caller(caller) if current_caller() is not caller else None
         try:
             reject_nul(arguments)
-            args = spec.args.model_validate(arguments)
-            payload = await spec.handler(ToolContext(services, ctx), args)
+            # No local for the validated arguments: the handler takes what it needs, and
+            # nothing else of them stays for the hours an agent may wait in this frame.
+            call = spec.handler(ToolContext(services, ctx), spec.args.model_validate(arguments))
+            payload = await call
         except Exception as exc:  # every failure becomes a tool error result
             return error_result(exc, spec.name)
         finally:

@@ -7,6 +7,8 @@ an oversized request costs at most `max_body_bytes` of memory.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import Message, Receive
 
 
@@ -42,12 +44,18 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands the app the body already read, then the real channel (which
-    is how streaming responses notice the client leaving)."""
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    is how streaming responses notice the client leaving). Not itself a coroutine after
+    the body: it hands back the channel's own, so a request waiting for hours (an agent's
+    ask, whose disconnect watcher is always receiving) keeps no frame of ours."""
+    first: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
-    async def replaying_receive() -> Message:
-        if pending:
-            return pending.pop()
-        return await receive()
+    def replaying_receive() -> Awaitable[Message]:
+        if first:
+            return _ready(first.pop())
+        return receive()
 
     return replaying_receive
+
+
+async def _ready(message: Message) -> Message:
+    return message
