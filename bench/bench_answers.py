@@ -163,7 +163,10 @@ async def many_blocked(
     client: httpx.AsyncClient,
     watcher: QuestionWatcher,
     sessions: list[tuple[str, dict[str, str]]],
+    sample: int = 50,
 ) -> dict[str, Any]:
+    """Block every agent of `sessions` at once (RAMP connecting at a time), then answer
+    `sample` of them one by one while the others keep waiting, then the rest."""
     blocked = len(sessions)
     rss_before = rss_kib(pid)
     agents = [SimulatedAgent(sid, creds) for sid, creds in sessions]
@@ -184,12 +187,15 @@ async def many_blocked(
                 raise AssertionError(f"the tool call returned before asking: {agent.result}")
             pending[agent.session_id] = asked.result()
 
-    await asyncio.gather(*(block(a) for a in agents))
+    half = blocked // 2
+    await asyncio.gather(*(block(a) for a in agents[:half]))
+    rss_half = rss_kib(pid)
+    await asyncio.gather(*(block(a) for a in agents[half:]))
     all_blocked_s = time.perf_counter() - started
     rss_blocked = rss_kib(pid)
-    # Answer 50 of them one by one while the others keep waiting.
-    sample = []
-    for agent in agents[:50]:
+    # Answer `sample` of them one by one while the others keep waiting.
+    one_by_one = []
+    for agent in agents[:sample]:
         start = time.perf_counter()
         r = await client.post(
             f"/api/v1/clarification/{pending[agent.session_id]}/respond", json=ANSWER
@@ -198,7 +204,7 @@ async def many_blocked(
         async with asyncio.timeout(60):
             await agent.done.wait()
         assert agent.returned_at is not None
-        sample.append(agent.returned_at - start)
+        one_by_one.append(agent.returned_at - start)
     # Then everyone else at once.
     start = time.perf_counter()
     limits = asyncio.Semaphore(50)
@@ -210,7 +216,7 @@ async def many_blocked(
             )
             assert r.status_code == 200, r.text
 
-    await asyncio.gather(*(answer(a) for a in agents[50:]))
+    await asyncio.gather(*(answer(a) for a in agents[sample:]))
     await asyncio.gather(*calls)
     drain_s = time.perf_counter() - start
     errors = sum(1 for a in agents if a.result is None or a.result.is_error)
@@ -218,8 +224,10 @@ async def many_blocked(
         "rss_before_kib": rss_before,
         "rss_blocked_kib": rss_blocked,
         "kib_per_agent": (rss_blocked - rss_before) / max(1, blocked),
+        # the second half alone: what one more waiting agent costs once the first half waits
+        "kib_per_agent_marginal": (rss_blocked - rss_half) / max(1, blocked - half),
         "all_blocked_s": all_blocked_s,
-        "sample": sample,
+        "sample": one_by_one,
         "drain_s": drain_s,
         "errors": errors,
     }
@@ -236,7 +244,12 @@ async def one_run(url: str, pid: int, bare: bool, samples: int, blocked: int) ->
             async def sessions(n: int) -> list[tuple[str, dict[str, str]]]:
                 return await _bare_sessions(url, n) if bare else await _sessions(client, n)
 
-            await answer_latency(client, watcher, 3, await sessions(3))  # warm-up
+            # Warm-up: a few answers, then one burst as wide as the blocking ramp, so the
+            # baseline RSS already holds what a burst opens once (connections and their
+            # prepared statements, up to the pool's size), not per waiting agent.
+            await answer_latency(client, watcher, 3, await sessions(3))
+            burst = await many_blocked(pid, client, watcher, await sessions(RAMP), sample=0)
+            assert not burst["errors"], burst
             latency = await answer_latency(client, watcher, samples, await sessions(samples))
             crowd = await many_blocked(pid, client, watcher, await sessions(blocked))
         finally:
@@ -272,6 +285,12 @@ def _report(
     kib_k = [r["kib_per_agent"] for r in kandev]
     kib_b = [r["kib_per_agent"] for r in bare]
     table.add(f"server RSS per waiting agent [{name}]", kib_k, kib_b, unit="KiB")
+    table.add(
+        f"server RSS per waiting agent, second {blocked - blocked // 2} [{name}]",
+        [r["kib_per_agent_marginal"] for r in kandev],
+        [r["kib_per_agent_marginal"] for r in bare],
+        unit="KiB",
+    )
     table.add(
         f"answering the other {blocked - 50}, 50 in flight [{name}]",
         [r["drain_s"] * 1000 for r in kandev],

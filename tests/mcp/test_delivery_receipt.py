@@ -92,3 +92,29 @@ async def test_an_app_that_ends_without_a_full_response_aborts() -> None:
     with pytest.raises(RuntimeError):
         await run_with_receipt(app, {"type": "http"}, wire.receive, wire.send)
     assert events == ["aborted"]
+
+
+async def test_the_gates_check_runs_first_and_a_refusal_answers_alone() -> None:
+    served: list[str] = []
+
+    async def refuse(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert receipt_from_scope(scope) is None  # a refused request gets no receipt
+        served.append("refused")
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        served.append(f"app as {scope['caller']}")
+
+    async def admit_nobody(scope: dict[str, Any]) -> Any:
+        return refuse
+
+    async def admit_alice(scope: dict[str, Any]) -> Any:
+        scope["caller"] = "alice"
+        return None
+
+    wire = Wire()
+    await run_with_receipt(app, {"type": "http"}, wire.receive, wire.send, admit=admit_nobody)
+    assert served == ["refused"] and wire.sent[0]["status"] == 401
+    await run_with_receipt(app, {"type": "http"}, wire.receive, wire.send, admit=admit_alice)
+    assert served == ["refused", "app as alice"]

@@ -24,8 +24,7 @@ REQUEST_LAYERS = ("perimeter/", "mcp/", "clarification/")
 EXPECTED = sorted(
     [
         ("perimeter/middleware.py", "_http"),  # the perimeter's one frame
-        ("mcp/auth.py", "__call__"),  # the agent's token, resolved once
-        ("mcp/delivery.py", "run_with_receipt"),  # the delivery confirmation
+        ("mcp/delivery.py", "run_with_receipt"),  # the auth gate's check, then the receipt
         ("mcp/delivery.py", "receive"),  # … which notes a disconnect
         ("mcp/server.py", "call_tool"),  # errors in CONTRACT §5's shape
         ("mcp/server.py", "run"),  # the tool runner

@@ -6,13 +6,14 @@ Agent `/agent/mcp`: always `Bearer kandev_agent_…` (the token names the sessio
 auth off), else 401.
 
 The resolved `McpCaller` goes into the request scope (read back by the tool runner from the
-SDK's request context) and into the identity/agent contextvars for the rest of the request.
+SDK's request context) and into the identity/caller contextvars for the rest of the request.
 Each authorized request also gets a `ResponseReceipt` (kandev.mcp.delivery): a tool can ask
 to confirm something only once its result was actually sent to the client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kandev.auth.identity import SYNTHETIC_IDENTITY
 from kandev.auth.middleware import SESSION_COOKIE
-from kandev.mcp.context import SCOPE_KEY, McpCaller, enter_caller, exit_caller
+from kandev.mcp.context import SCOPE_KEY, McpCaller, enter_caller
 from kandev.mcp.delivery import run_with_receipt
 
 if TYPE_CHECKING:
@@ -52,10 +53,17 @@ class McpAuthGate:
         self.services = services
         self.surface = surface
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not itself a coroutine: the check runs in the receipt's frame (see
+        # run_with_receipt), so a request waiting for hours carries one frame of both.
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return run_with_receipt(self.app, scope, receive, send, admit=self._admit)
+
+    async def _admit(self, scope: Scope) -> ASGIApp | None:
+        """None once the caller is known — in the scope (what the tool runner reads) and in
+        the identity and caller contextvars for the rest of the request's own task — else
+        the 401 that refuses it."""
         conn = HTTPConnection(scope)
         if self.surface == "agent":
             caller = await self._agent_caller(conn)
@@ -64,14 +72,10 @@ class McpAuthGate:
             caller = await self._external_caller(conn)
             message = EXTERNAL_UNAUTHORIZED
         if caller is None:
-            await unauthorized(message)(scope, receive, send)
-            return
+            return unauthorized(message)
         scope[SCOPE_KEY] = caller
-        tokens = enter_caller(caller)
-        try:
-            await run_with_receipt(self.app, scope, receive, send)
-        finally:
-            exit_caller(tokens)
+        enter_caller(caller)  # not reset: the request's task ends with it (ASGI servers
+        return None  # run each request in a task of its own, which copied the context)
 
     async def _external_caller(self, conn: HTTPConnection) -> McpCaller | None:
         auth = self.services.auth

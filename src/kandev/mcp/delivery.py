@@ -23,10 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kandev.faults import fault_point
 
@@ -36,7 +35,9 @@ RECEIPT_SCOPE_KEY = "kandev.mcp.receipt"
 OnSent = Callable[[], Awaitable[None]]
 OnUnsent = Callable[[str], None]
 
-_receipt: ContextVar[ResponseReceipt | None] = ContextVar("kandev_mcp_receipt", default=None)
+# The gate's check, run first in `run_with_receipt`'s frame: None admits the request, else
+# the ASGI app that refuses it.
+Admit = Callable[[Scope], Awaitable[ASGIApp | None]]
 
 
 class ResponseReceipt:
@@ -114,21 +115,29 @@ def _call_unsent(on_unsent: OnUnsent, reason: str) -> None:
 
 def receipt_from_scope(scope: dict[str, Any] | None) -> ResponseReceipt | None:
     found = scope.get(RECEIPT_SCOPE_KEY) if scope is not None else None
-    return found if isinstance(found, ResponseReceipt) else _receipt.get()
+    return found if isinstance(found, ResponseReceipt) else None
 
 
-async def run_with_receipt(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
-    """Serve one request through `app` with a receipt; settle it when the app is done."""
+async def run_with_receipt(
+    app: Any, scope: Scope, receive: Receive, send: Send, admit: Admit | None = None
+) -> None:
+    """Serve one request through `app` with a receipt; settle it when the app is done.
+
+    `admit` (the auth gate's check) runs first, in this same frame: a request that waits
+    for hours (an agent's ask) then keeps one frame of the gate and the receipt, not two.
+    The receipt is found through the scope only (the tool runner reads it from the SDK's
+    request), so no contextvar is set for it either."""
+    if admit is not None:
+        refusal = await admit(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
     receipt = ResponseReceipt(send, receive)
     scope[RECEIPT_SCOPE_KEY] = receipt
-    token = _receipt.set(receipt)  # no context manager: this frame waits as long as the agent
     try:
-        try:
-            await app(scope, receipt.receive, receipt.send)
-        except BaseException:
-            # Also when cancelled: a confirmation owns its durable write once it started.
-            await asyncio.shield(receipt.settle())
-            raise
-        await receipt.settle()
-    finally:
-        _receipt.reset(token)
+        await app(scope, receipt.receive, receipt.send)
+    except BaseException:
+        # Also when cancelled: a confirmation owns its durable write once it started.
+        await asyncio.shield(receipt.settle())
+        raise
+    await receipt.settle()
