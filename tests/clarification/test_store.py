@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -764,3 +764,44 @@ async def test_a_waiter_parks_on_its_future_in_its_own_frame() -> None:
     assert store.waiter_count(pending_id) == 1
     waiting.close()  # the wait's cleanup runs
     assert store.waiter_count(pending_id) == 0
+
+
+async def test_waiters_tick_on_one_shared_timer_and_it_stops_with_the_last() -> None:
+    """Progress ticks come from one timer per period for every waiter (not a timer handle
+    per waiting agent); both waiters tick, and the timer is gone once neither waits."""
+    store = ClarificationStore(timeout=60)
+    ids = [store.create_request(request(f"s{i}"))[0] for i in range(2)]
+    ticked = {pid: asyncio.Event() for pid in ids}
+
+    def on_tick(pid: str) -> Callable[[], Awaitable[None]]:
+        async def tick() -> None:
+            ticked[pid].set()
+
+        return tick
+
+    waiters = [
+        asyncio.ensure_future(store.wait_for_handoff(pid, tick_seconds=0.05, on_tick=on_tick(pid)))
+        for pid in ids
+    ]
+    async with asyncio.timeout(10):
+        for event in ticked.values():
+            await event.wait()
+    ticker = store._tickers[0.05]
+    assert ticker._users == 2 and ticker._handle is not None
+    assert all(store.waiter_count(pid) == 1 for pid in ids)
+    for pid, waiter in zip(ids, waiters, strict=True):
+        store.respond(pid, answer())
+        response, _ = await waiter
+        assert response.answers[0]["selected_options"] == ["go"]
+    assert ticker._users == 0 and ticker._handle is None
+
+
+async def test_a_deadline_before_the_next_tick_still_ends_the_wait_on_time() -> None:
+    store = ClarificationStore(timeout=0.1)
+    pending_id, _ = store.create_request(request())
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(RequestTimedOut):
+        async with asyncio.timeout(10):
+            await store.wait_for_handoff(pending_id, tick_seconds=3600, on_tick=None)
+    assert asyncio.get_running_loop().time() - started < 5  # not an hour's tick later
+    assert store._tickers[3600]._handle is None

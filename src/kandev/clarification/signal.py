@@ -89,3 +89,42 @@ async def wait_any(signals: tuple[Signal, ...], timeout: float | None = None) ->
         return await armed[0]
     finally:
         disarm(armed, signals)
+
+
+class Ticker:
+    """One timer for every waiter that wakes at one period (an ask's progress ticks): each
+    tick sets the current `signal` and puts a fresh one in its place. A waiter waits on the
+    current signal beside its own, so it holds no timer of its own for hours — one future in
+    a list instead of a timer handle per waiting agent. The ticks are the ticker's, not the
+    waiter's: the first comes within one period of joining."""
+
+    __slots__ = ("_handle", "_loop", "_users", "period", "signal")
+
+    def __init__(self, period: float) -> None:
+        if period <= 0:
+            raise ValueError("a tick period must be positive")
+        self.period = period
+        self.signal = Signal()
+        self._handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._users = 0
+
+    def join(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a ticker outlives a loop only in tests
+            self._loop, self._users, self._handle = loop, 0, None
+        self._users += 1
+        if self._handle is None:
+            self._handle = loop.call_later(self.period, self._tick)
+
+    def leave(self) -> None:
+        self._users -= 1
+        if self._users <= 0 and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _tick(self) -> None:
+        fired, self.signal = self.signal, Signal()
+        loop = self._loop
+        self._handle = loop.call_later(self.period, self._tick) if loop and self._users else None
+        fired.set()

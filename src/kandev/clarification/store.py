@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from kandev.clarification.questions import normalize_questions, questions_equal
-from kandev.clarification.signal import Signal, arm, disarm
+from kandev.clarification.signal import Signal, Ticker, arm, disarm
 from kandev.clock import Clock, SystemClock
 from kandev.errors import ValidationFailed
 from kandev.ids import IdFactory
@@ -169,6 +169,7 @@ class ClarificationStore:
         self._clock = clock or SystemClock()
         self._new_id = new_id or default_new_id
         self._entries: dict[str, _Entry] = {}
+        self._tickers: dict[float, Ticker] = {}  # by period: one timer for all the waiters
 
     @property
     def started_confirmation_wait(self) -> float:
@@ -257,11 +258,13 @@ class ClarificationStore:
         entry = self._entries.get(pending_id)
         if entry is None:
             raise RequestNotFound(_not_found(pending_id), pending_id)
-        # The waiter parks in the caller's own task and frame on one future and one timer
-        # (re-armed per tick): no helper task or coroutine, no asyncio.wait, no Timeout.
+        # The waiter parks in the caller's own task and frame on one future: no helper task
+        # or coroutine, no asyncio.wait, no Timeout. Its ticks come from the store's shared
+        # ticker; a timer of its own only when its deadline comes before the next tick.
         signals = (entry.settled,) if stop is None else (entry.settled, stop)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        ticker = self._ticker(tick_seconds) if tick_seconds is not None else None
         entry.waiters += 1
         try:
             while not entry.settled.is_set():
@@ -273,22 +276,34 @@ class ClarificationStore:
                     raise RequestTimedOut(
                         f"clarification request timed out: {pending_id}", pending_id
                     )
-                step = left if tick_seconds is None else min(left, tick_seconds)
-                armed = arm(signals, step)
+                tick = ticker.signal if ticker is not None else None
+                waits = signals if tick is None else (*signals, tick)
+                own_timer = left if ticker is None or left < ticker.period else None
+                armed = arm(waits, own_timer)
                 try:
-                    woken = await armed[0]
+                    await armed[0]
                 finally:
-                    disarm(armed, signals)
-                if not woken and on_tick is not None and loop.time() < deadline:
+                    disarm(armed, waits)
+                ticked = tick is not None and tick.is_set() and loop.time() < deadline
+                if ticked and on_tick is not None and not any(s.is_set() for s in signals):
                     await on_tick()
         finally:
             entry.waiters -= 1
+            if ticker is not None:
+                ticker.leave()
         if entry.cancelled:
             self._discard(entry)
             raise RequestCancelled(
                 f"clarification cancelled (agent moved on): {pending_id}", pending_id
             )
         return await self._consume(entry, take_handoff)
+
+    def _ticker(self, period: float) -> Ticker:
+        ticker = self._tickers.get(period)
+        if ticker is None:
+            ticker = self._tickers[period] = Ticker(period)
+        ticker.join()
+        return ticker
 
     async def _consume(
         self, entry: _Entry, take_handoff: bool = False
