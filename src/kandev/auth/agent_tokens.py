@@ -53,7 +53,9 @@ class AgentTokenService:
         self.new_id = new_id
         self.auth_enabled = auth_enabled
         self._principals: OrderedDict[str, AgentPrincipal] = OrderedDict()  # by digest
-        self._digests_of_session: dict[str, set[str]] = {}
+        # A tuple, not a set: a session has one token or two (a set is 216 bytes per
+        # session, for as long as its agent waits).
+        self._digests_of_session: dict[str, tuple[str, ...]] = {}
         self._revoked: OrderedDict[str, None] = OrderedDict()
         self._generation = 0  # bumped by every invalidation
 
@@ -128,14 +130,17 @@ class AgentTokenService:
 
     def _remember(self, digest: str, principal: AgentPrincipal) -> None:
         self._principals[digest] = principal
-        self._digests_of_session.setdefault(principal.session_id, set()).add(digest)
+        digests = self._digests_of_session.get(principal.session_id, ())
+        if digest not in digests:
+            self._digests_of_session[principal.session_id] = (*digests, digest)
         while len(self._principals) > PRINCIPAL_CACHE_SIZE:
             old_digest, old = self._principals.popitem(last=False)
-            digests = self._digests_of_session.get(old.session_id)
-            if digests is not None:
-                digests.discard(old_digest)
-                if not digests:
-                    del self._digests_of_session[old.session_id]
+            of_session = self._digests_of_session.get(old.session_id, ())
+            kept = tuple(d for d in of_session if d != old_digest)
+            if kept:
+                self._digests_of_session[old.session_id] = kept
+            else:
+                self._digests_of_session.pop(old.session_id, None)
 
     def _identity_for(self, row) -> Identity | None:  # type: ignore[no-untyped-def]
         if not self.auth_enabled:

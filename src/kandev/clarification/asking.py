@@ -48,18 +48,21 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 AfterSent = Callable[[Callable[[], Awaitable[None]], Callable[[str], None]], None]
 
 
-def _progress_ticks(progress: Progress) -> Callable[[], Awaitable[None]]:
+class _ProgressTicks:
     """What a waiting ask does at every tick: tell the agent it is still waiting (keeps
-    agent-side MCP clients from timing out an idle call)."""
-    ticks = 0
+    agent-side MCP clients from timing out an idle call). A slotted object rather than a
+    closure and its cells: one per waiting agent, for as long as it waits."""
 
-    async def tick() -> None:
-        nonlocal ticks
-        ticks += 1
+    __slots__ = ("progress", "ticks")
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.ticks = 0
+
+    async def __call__(self) -> None:
+        self.ticks += 1
         with contextlib.suppress(Exception):
-            await progress(ticks, None, "Waiting for your response in Kandev")
-
-    return tick
+            await self.progress(self.ticks, None, "Waiting for your response in Kandev")
 
 
 class Asking:
@@ -235,7 +238,7 @@ class Asking:
                 pending_id,
                 stop=self.shutdown.stopping,
                 tick_seconds=self.progress_seconds,
-                on_tick=_progress_ticks(progress) if progress is not None else None,
+                on_tick=_ProgressTicks(progress) if progress is not None else None,
             )
         except WaitStopped:
             # Nothing is written: the question stays open (pending), and the restart settles

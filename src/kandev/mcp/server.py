@@ -45,7 +45,9 @@ class _RawArguments(ArgModelBase):
     model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
 
     def model_dump_one_level(self) -> dict[str, Any]:
-        return {"arguments": dict(self.model_extra or {})}
+        # The validated extras themselves, not a copy: the SDK's frames hold this for as
+        # long as the call runs (hours, for an agent waiting), and nothing writes to it.
+        return {"arguments": self.model_extra if self.model_extra is not None else {}}
 
 
 class KandevMCPServer(MCPServer):

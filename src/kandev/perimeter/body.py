@@ -44,17 +44,26 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands the app the body already read, then the real channel (which
-    is how streaming responses notice the client leaving). Not itself a coroutine after
-    the body: it hands back the channel's own, so a request waiting for hours (an agent's
-    ask, whose disconnect watcher is always receiving) keeps no frame of ours."""
-    first: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    is how streaming responses notice the client leaving)."""
+    return _Replay(body, receive)
 
-    def replaying_receive() -> Awaitable[Message]:
-        if first:
-            return _ready(first.pop())
-        return receive()
 
-    return replaying_receive
+class _Replay:
+    """Not a coroutine after the body: it hands back the channel's own, so a request that
+    waits for hours (an agent's ask, whose disconnect watcher is always receiving) keeps no
+    frame of ours — and a slotted object, not a closure with its cells."""
+
+    __slots__ = ("_body", "_receive")
+
+    def __init__(self, body: bytes, receive: Receive) -> None:
+        self._body: bytes | None = body
+        self._receive = receive
+
+    def __call__(self) -> Awaitable[Message]:
+        body, self._body = self._body, None
+        if body is not None:
+            return _ready({"type": "http.request", "body": body, "more_body": False})
+        return self._receive()
 
 
 async def _ready(message: Message) -> Message:
