@@ -9,7 +9,11 @@ future that a POST resolves, same uvicorn, no database), driven by the very same
 2. N agents (default 1,000) blocked at once in `ask_user_question_kandev` (simulated agents:
    MCP clients on loopback, no agent processes): server RSS per waiting agent, answer
    latency for 50 of them while the rest keep waiting (against the single-agent p50:
-   target ≤ 1.5x), then the rest answered 50 at a time;
+   target ≤ 1.5x), then the rest answered 50 at a time. Before the baseline RSS is read,
+   one burst of RAMP agents blocks at once and is answered (what a burst opens once —
+   database connections up to the pool's size, their prepared statements — is then in the
+   baseline, not spread over the waiting agents); the second half's RSS per agent is also
+   reported (what one more waiting agent costs);
 3. the older floor, one bare claim transaction through the repository, per database.
 
 Figures are medians over --repeat runs of each run's percentile.

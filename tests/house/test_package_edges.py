@@ -14,7 +14,17 @@ SRC = Path(kandev.__file__).parent
 
 # Lowest first. A package may import only packages of lower layers.
 LAYERS: list[tuple[str, ...]] = [
-    ("catalog", "errors", "clock", "ids", "faults", "config", "log_fields", "heap"),  # leaves
+    (
+        "catalog",
+        "errors",
+        "clock",
+        "ids",
+        "faults",
+        "config",
+        "log_fields",
+        "heap",
+        "keyed_locks",
+    ),  # leaves
     ("db",),
     ("events", "auth"),
     ("access",),  # the scoping rules
