@@ -11,50 +11,55 @@ from __future__ import annotations
 import asyncio
 
 
+class _Key:
+    """A key's lock and how many callers hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class Held:
     """A held key: `release()` lets the next caller in (once; later calls do nothing)."""
 
-    __slots__ = ("_key", "_lock", "_locks", "_released")
+    __slots__ = ("_key", "_locks", "_name")
 
-    def __init__(self, locks: KeyedLocks, key: str, lock: asyncio.Lock) -> None:
+    def __init__(self, locks: KeyedLocks, name: str, key: _Key) -> None:
         self._locks = locks
-        self._key = key
-        self._lock = lock
-        self._released = False
+        self._name = name
+        self._key: _Key | None = key
 
     def release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self._lock.release()
-        self._locks._leave(self._key)
+        key, self._key = self._key, None
+        if key is not None:
+            key.lock.release()
+            self._locks._leave(self._name, key)
 
 
 class KeyedLocks:
     def __init__(self) -> None:
-        # key -> (lock, callers holding or waiting for it); an entry leaves with its last caller
-        self._entries: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._keys: dict[str, _Key] = {}  # a key leaves with its last caller
 
-    async def acquire(self, key: str) -> Held:
+    async def acquire(self, name: str) -> Held:
         """Wait for the key (first come, first served); the caller must `release()` it."""
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = (asyncio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = _Key()
+        key.users += 1
         try:
-            await lock.acquire()
+            await key.lock.acquire()
         except BaseException:
-            self._leave(key)
+            self._leave(name, key)
             raise
-        return Held(self, key, lock)
+        return Held(self, name, key)
 
-    def _leave(self, key: str) -> None:
-        _, users = self._entries[key]
-        users[0] -= 1
-        if not users[0]:
-            del self._entries[key]
+    def _leave(self, name: str, key: _Key) -> None:
+        key.users -= 1
+        if not key.users:
+            del self._keys[name]
 
     def __len__(self) -> int:
         """Keys held or waited for now."""
-        return len(self._entries)
+        return len(self._keys)

@@ -80,26 +80,24 @@ class ResolveBundle:
         turn = await self._claims.acquire(pending_id)
         try:
             async with self.db.write() as conn:
-                try:
-                    claimed = await claim_active_bundle(
-                        conn,
-                        self.db,
-                        pending_id,
-                        outcome.status,
-                        outcome.responses(),
-                        self.clock.now(),
-                        reject_reason=outcome.reject_reason if outcome.rejected else "",
-                        session_ids=sorted({m.session_id for m in bundle.messages}),
-                        reread=False,  # a loser re-reads below, with the locks released
-                    )
-                finally:
-                    turn.release()
+                claimed = await claim_active_bundle(
+                    conn,
+                    self.db,
+                    pending_id,
+                    outcome.status,
+                    outcome.responses(),
+                    self.clock.now(),
+                    reject_reason=outcome.reject_reason if outcome.rejected else "",
+                    session_ids=sorted({m.session_id for m in bundle.messages}),
+                    reread=False,  # a loser re-reads below, with the locks released
+                )
+                turn.release()  # the next claim may begin (see above)
                 if claimed is not None:
                     answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
                     view = await self.recorder.view(conn, bundle.session_id)
                     self.recorder.message_events(events, view, [answer], added=True)
         finally:
-            turn.release()
+            turn.release()  # a failed claim or transaction (release is idempotent)
         if claimed is None:
             async with self.db.read() as conn:
                 seen = await read_failed_claim(

@@ -46,9 +46,10 @@ CallerTokens = tuple[Token[Identity | None], Token[McpCaller | None]]
 
 
 def enter_caller(caller: McpCaller) -> CallerTokens:
-    """Install the caller (its identity, and its agent principal) until `exit_caller`: plain
-    tokens rather than a context manager, since the MCP request holds them while an agent
-    waits (no generator per waiting agent)."""
+    """Install the caller (its identity, and its agent principal) until `exit_caller` — or,
+    for the auth gate, for the rest of the request's own task. Plain tokens rather than a
+    context manager: the MCP request holds them while an agent waits (no generator per
+    waiting agent)."""
     return set_identity(caller.identity), _caller.set(caller)
 
 
