@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from kandev.events import bus as bus_module
@@ -92,3 +93,37 @@ async def test_an_event_is_serialized_once_for_every_stream(monkeypatch) -> None
     texts = {(await s.next(timeout=1)).json() for s in streams}
     texts.add(bus.subscribe(after_id=0)._backlog[0].json())
     assert len(texts) == 1 and len(calls) == 1
+
+
+async def test_a_batch_is_everything_there_now_in_order_and_bounded() -> None:
+    bus = EventBus(first_id=1)
+    stream = bus.subscribe()
+    for i in range(5):  # one transaction's publish: no await in between
+        bus.publish("t", {"i": i})
+    assert [e.id for e in await stream.next_batch(timeout=1)] == [1, 2, 3, 4, 5]
+    assert await stream.next_batch(timeout=0.01) == []  # nothing there: [] after the timeout
+    for i in range(5):
+        bus.publish("t", {"i": i})
+    assert [e.id for e in await stream.next_batch(timeout=1, limit=2)] == [6, 7]
+    assert [e.id for e in await stream.next_batch(timeout=1)] == [8, 9, 10]
+
+
+async def test_a_batch_waits_for_the_first_event_then_takes_what_came_with_it() -> None:
+    bus = EventBus(first_id=1)
+    stream = bus.subscribe()
+    waiting = asyncio.ensure_future(stream.next_batch(timeout=10))
+    await asyncio.sleep(0)  # noqa: sleep-ok (lets the batch start waiting on an empty queue)
+    assert not waiting.done()
+    bus.publish("t", {"i": 0})
+    bus.publish("t", {"i": 1})
+    assert [e.data["i"] for e in await waiting] == [0, 1]
+
+
+async def test_a_batch_replays_first_and_never_repeats_a_replayed_event() -> None:
+    bus = EventBus(first_id=1)
+    for i in range(3):
+        bus.publish("t", {"i": i})
+    stream = bus.subscribe(after_id=1)  # 2 and 3 replayed
+    bus.publish("t", {"i": 3})
+    assert [e.id for e in await stream.next_batch(timeout=1)] == [2, 3]  # the backlog alone
+    assert [e.id for e in await stream.next_batch(timeout=1)] == [4]

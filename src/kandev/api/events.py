@@ -56,8 +56,9 @@ async def events(
         try:
             yield f": connected, last id {events.last_id()}\n\n"
             while True:
-                event = await stream.next(timeout=KEEPALIVE_SECONDS)
-                yield ": keepalive\n\n" if event is None else _frame(event)
+                # What one transaction published goes out in one write (see next_batch).
+                batch = await stream.next_batch(timeout=KEEPALIVE_SECONDS)
+                yield "".join(map(_frame, batch)) if batch else ": keepalive\n\n"
         finally:
             stream.close()
 

@@ -90,6 +90,11 @@ class Event:
         return f"Event(id={self.id}, type={self.type!r})"
 
 
+# Events a stream hands out at once (one SSE write): bounded, so a replay of thousands is
+# sent in chunks rather than one string of megabytes.
+MAX_BATCH = 256
+
+
 class EventStream:
     """One subscriber: replayed events first, then live ones, in id order. Close when done."""
 
@@ -102,19 +107,36 @@ class EventStream:
 
     async def next(self, timeout: float | None = None) -> Event | None:
         """The next event, or None when `timeout` seconds pass without one."""
+        batch = await self.next_batch(timeout, limit=1)
+        return batch[0] if batch else None
+
+    async def next_batch(self, timeout: float | None = None, limit: int = MAX_BATCH) -> list[Event]:
+        """The events there are now, in id order: at least one (waiting up to `timeout`
+        seconds for it; none when it passes), at most `limit`. A stream that sends each
+        batch in one write sends what one transaction published in one write, not one
+        write per event, each waking its reader (issue: performance)."""
         if self._backlog:
-            return self._backlog.popleft()
+            return [self._backlog.popleft() for _ in range(min(limit, len(self._backlog)))]
         if self.overflowed:
             self.overflowed = False
             self._high_water = self._bus.last_id
-            return Event(self._bus.last_id, RESET_EVENT, {"reason": "client too slow"})
-        while True:
-            try:
-                event = await asyncio.wait_for(self.queue.get(), timeout)
-            except TimeoutError:
-                return None
-            if event.id > self._high_water:
-                return event
+            return [Event(self._bus.last_id, RESET_EVENT, {"reason": "client too slow"})]
+        batch: list[Event] = []
+        while not batch:
+            if self.queue.empty():
+                try:
+                    event = await asyncio.wait_for(self.queue.get(), timeout)
+                except TimeoutError:
+                    return []
+            else:
+                event = self.queue.get_nowait()
+            while True:
+                if event.id > self._high_water:
+                    batch.append(event)
+                if len(batch) >= limit or self.queue.empty():
+                    break
+                event = self.queue.get_nowait()
+        return batch
 
     def close(self) -> None:
         self._bus._subscribers.discard(self)

@@ -69,5 +69,16 @@ class CallerStream:
             if event is None or (visible_to(event, self._user_id) and self._wanted.matches(event)):
                 return event
 
+    async def next_batch(self, timeout: float) -> list[Event]:
+        """The events the caller may see that are there now (see EventStream.next_batch):
+        at least one, or none when `timeout` passes without any."""
+        while True:
+            batch = await self._stream.next_batch(timeout=timeout)
+            if not batch:
+                return batch
+            mine = [e for e in batch if visible_to(e, self._user_id) and self._wanted.matches(e)]
+            if mine:
+                return mine
+
     def close(self) -> None:
         self._stream.close()
