@@ -215,6 +215,7 @@ def build_services(
     hooks.turn_ending.append(clarifications.turn_ending_in)
     hooks.turn_ending.append(permissions.turn_ending_in)
     hooks.turn_ended.append(moves.on_turn_end_in)
+    hooks.view_columns.append(moves.turn_end_columns)  # what on_turn_end_in reads
     hooks.session_ended.append(clarifications.expire_session)
     hooks.session_ended.append(permissions.expire_session)
     hooks.session_ended.append(moves.on_session_ended)

@@ -11,6 +11,7 @@ later can never act twice. The record is pruned in that same transaction: the ne
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -144,17 +145,44 @@ class TurnEndFacts:
     step_events: dict[str, Any]
 
 
-# Read at every turn's end: built once, values as parameters.
-_TURN_END_FACTS = DirectStatement(
-    select(
-        exists()
-        .where(pending_moves.c.session_id == bindparam("session_id"))
-        .label("has_pending_move"),
-        workflow_steps.c.name,
-        workflow_steps.c.events,
+def _facts_columns(session_id: Any, task_id: Any) -> list[Any]:
+    """The facts as labeled columns for a session and task (columns or parameters)."""
+    of_task = (
+        select(tasks.c.id, workflow_steps.c.name, workflow_steps.c.events)
+        .select_from(
+            tasks.outerjoin(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id)
+        )
+        .where(tasks.c.id == task_id)
     )
-    .select_from(tasks.outerjoin(workflow_steps, workflow_steps.c.id == tasks.c.workflow_step_id))
-    .where(tasks.c.id == bindparam("task_id"))
+    return [
+        of_task.with_only_columns(tasks.c.id).scalar_subquery().label(TASK_KEY),
+        exists().where(pending_moves.c.session_id == session_id).label(PENDING_KEY),
+        of_task.with_only_columns(workflow_steps.c.name).scalar_subquery().label(NAME_KEY),
+        of_task.with_only_columns(workflow_steps.c.events).scalar_subquery().label(EVENTS_KEY),
+    ]
+
+
+TASK_KEY, PENDING_KEY = "turn_end_task_id", "turn_end_has_pending_move"
+NAME_KEY, EVENTS_KEY = "turn_end_step_name", "turn_end_step_events"
+
+
+def turn_end_columns(described: Any) -> list[Any]:
+    """The facts of each described session (a `sessions.describe.ViewColumns`): the turn
+    end reads them in its view statement, not in a statement of their own."""
+    return _facts_columns(described.c.id, described.c.task_id)
+
+
+def turn_end_facts_of(extra: Mapping[str, Any] | None) -> TurnEndFacts | None:
+    """The facts `turn_end_columns` read for a session; None when the task is gone (or
+    the view was read without them)."""
+    if extra is None or extra.get(TASK_KEY) is None:
+        return None
+    return TurnEndFacts(bool(extra[PENDING_KEY]), extra[NAME_KEY], dict(extra[EVENTS_KEY] or {}))
+
+
+# Read at a turn's end outside the turn-end view (MoveService.on_turn_end): built once.
+_TURN_END_FACTS = DirectStatement(
+    select(*_facts_columns(bindparam("session_id"), bindparam("task_id")))
 )
 
 
@@ -162,8 +190,5 @@ async def turn_end_facts(
     conn: AsyncConnection, session_id: str, task_id: str
 ) -> TurnEndFacts | None:
     """One statement; None when the task is gone."""
-    params = {"session_id": session_id, "task_id": task_id}
-    row = await _TURN_END_FACTS.first(conn, params)
-    if row is None:
-        return None
-    return TurnEndFacts(bool(row["has_pending_move"]), row["name"], dict(row["events"] or {}))
+    row = await _TURN_END_FACTS.first(conn, {"session_id": session_id, "task_id": task_id})
+    return turn_end_facts_of(row)

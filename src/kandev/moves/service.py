@@ -39,6 +39,7 @@ from kandev.clock import Clock
 from kandev.db.engine import Database
 from kandev.events.bus import EventBus
 from kandev.ids import IdFactory
+from kandev.moves import repository as moves_repo
 from kandev.moves.collaborators import SessionTurns
 from kandev.moves.deferral import store_pending_move
 from kandev.moves.effects import MoveEffects
@@ -48,6 +49,7 @@ from kandev.moves.transitions import Transitions, deliver_entry_prompts, restart
 from kandev.moves.turn_end import TurnEndMoves
 from kandev.moves.validation import validate_move
 from kandev.sessions.access import AccessRules
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Session
 from kandev.sessions.turn_hooks import AfterCommit
 
@@ -139,12 +141,22 @@ class MoveService(ScopedService):
         (`TurnEndMoves.on_turn_end`)."""
         await self._turn_end.on_turn_end(session_id, stop_reason=stop_reason, waiting=waiting)
 
+    # What on_turn_end_in reads, for the turn end's view statement (TurnHooks.view_columns).
+    turn_end_columns = staticmethod(moves_repo.turn_end_columns)
+
     async def on_turn_end_in(
-        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+        self,
+        conn: AsyncConnection,
+        session: Session,
+        *,
+        stop_reason: str,
+        waiting: bool,
+        view: SessionsView | None = None,
     ) -> AfterCommit | None:
-        """`on_turn_end` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnded`)."""
+        """`on_turn_end` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnded`;
+        its facts come from `view`, read with `moves.repository.turn_end_columns`)."""
         return await self._turn_end.on_turn_end_in(
-            conn, session, stop_reason=stop_reason, waiting=waiting
+            conn, session, stop_reason=stop_reason, waiting=waiting, view=view
         )
 
     async def on_session_ended(self, session_id: str) -> None:

@@ -34,6 +34,7 @@ from kandev.moves.effects import MoveEffects
 from kandev.moves.models import ACTOR_AGENT, ACTOR_WORKFLOW, EntryOptions, MoveTarget
 from kandev.moves.transitions import Transitions, restart_fresh
 from kandev.sessions import session_repository as sessions_repo
+from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Session
 from kandev.sessions.turn_hooks import AfterCommit
 
@@ -74,7 +75,13 @@ class TurnEndMoves:
             await then()
 
     async def on_turn_end_in(
-        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+        self,
+        conn: AsyncConnection,
+        session: Session,
+        *,
+        stop_reason: str,
+        waiting: bool,
+        view: SessionsView | None = None,
     ) -> AfterCommit | None:
         """The session's agent turn ended (its state is already settled), inside the turn-end
         transaction (a `sessions.turn_hooks.TurnEnded`).
@@ -100,7 +107,11 @@ class TurnEndMoves:
             and session.is_primary
             and not moved_during_turn
         )
-        facts = await moves_repo.turn_end_facts(conn, session.id, session.task_id)
+        # The turn end's view read them (TurnHooks.view_columns); a view without them, or
+        # none (on_turn_end), reads them here.
+        facts = moves_repo.turn_end_facts_of(view.extra(session.id)) if view is not None else None
+        if facts is None:
+            facts = await moves_repo.turn_end_facts(conn, session.id, session.task_id)
         if facts is not None and not _may_act(facts, automation):
             return None
         effects = MoveEffects.on(self.bus)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
 from kandev.pending.view import TaskView, view_of_session_task, view_of_sessions, view_of_tasks
+from kandev.sessions.describe import ViewColumns
 from kandev.sessions.models import Session
 
 
@@ -38,9 +39,14 @@ class PendingDescriber:
         *,
         task_changing_to: str | None = None,
         all_sessions: bool = False,
+        columns: tuple[ViewColumns, ...] = (),
     ) -> TaskView:
         return await view_of_session_task(
-            conn, session_id, task_changing_to=task_changing_to, all_sessions=all_sessions
+            conn,
+            session_id,
+            task_changing_to=task_changing_to,
+            all_sessions=all_sessions,
+            columns=columns,
         )
 
     async def view_of_sessions(self, conn: AsyncConnection, session_ids: Sequence[str]) -> TaskView:

@@ -40,6 +40,7 @@ from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts, task_sessions, tasks, workspaces
 from kandev.db.tables import task_session_messages as messages
 from kandev.pending.projection import strongest_action, task_pending_action
+from kandev.sessions.describe import ViewColumns
 from kandev.sessions.models import Session
 from kandev.sessions.turns import current_turn_id_subquery
 
@@ -96,10 +97,12 @@ class TaskView:
         facts: Iterable[SessionFacts],
         owners: dict[str, str],
         others: dict[str, OtherSessions] | None = None,
+        extras: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self._facts: dict[str, SessionFacts] = {f.session.id: f for f in facts}
         self._owners = owners
         self._others = others or {}
+        self._extras = extras or {}
 
     # --- reading --------------------------------------------------------------------------
 
@@ -131,6 +134,10 @@ class TaskView:
     def has_queued_prompt(self, session_id: str) -> bool:
         found = self._facts.get(session_id)
         return found is not None and found.queued_prompt
+
+    def extra(self, session_id: str) -> dict[str, Any] | None:
+        """The session's values of the ViewColumns the view was read with."""
+        return self._extras.get(session_id) if session_id in self._facts else None
 
     def task_json(self, task: Task) -> dict[str, Any]:
         of_task = [f for f in self._facts.values() if f.session.task_id == task.id]
@@ -182,7 +189,9 @@ class TaskView:
             )
 
 
-def _facts_query(where: ColumnElement[bool], extra: Sequence[Any] = ()) -> Any:
+def _facts_query(
+    where: ColumnElement[bool], extra: Sequence[Any] = (), columns: Sequence[ViewColumns] = ()
+) -> Any:
     described = select(
         task_sessions, current_turn_id_subquery(task_sessions.c.id).label("current_turn_id")
     ).where(where)
@@ -246,6 +255,7 @@ def _facts_query(where: ColumnElement[bool], extra: Sequence[Any] = ()) -> Any:
         owner.label("owner_id"),
         queued.label("queued_prompt"),
         *extra,
+        *(column for build in columns for column in build(current)),
     ).order_by(current.c.started_at, current.c.id)
 
 
@@ -374,7 +384,7 @@ _IDS: BindParameter[list[str]] = bindparam("view_ids", expanding=True)
 
 
 @functools.cache
-def _statement(choice: str) -> Any:
+def _statement(choice: str, columns: tuple[ViewColumns, ...] = ()) -> Any:
     task_of_session = (
         select(task_sessions.c.task_id).where(task_sessions.c.id == _SESSION_ID).scalar_subquery()
     )
@@ -396,6 +406,7 @@ def _statement(choice: str) -> Any:
         return _facts_query(
             or_(this_one, task_sessions.c.id == primary_id),
             _other_sessions_columns(_Others(task_of_session, primary_id, changing)),
+            columns,
         )
     where = {
         "session": this_one,
@@ -403,12 +414,20 @@ def _statement(choice: str) -> Any:
         "tasks": task_sessions.c.task_id.in_(_IDS),
         "sessions": task_sessions.c.id.in_(_IDS),
     }[choice]
-    return _facts_query(where)
+    return _facts_query(where, (), columns)
 
 
 @functools.cache
-def _direct(choice: str) -> DirectStatement:
-    return DirectStatement(_statement(choice))
+def _direct(choice: str, columns: tuple[ViewColumns, ...] = ()) -> DirectStatement:
+    return DirectStatement(_statement(choice, columns))
+
+
+@functools.cache
+def _extra_keys(columns: tuple[ViewColumns, ...]) -> tuple[str, ...]:
+    """The labels the ViewColumns add (what TaskView.extra gives back)."""
+    plain = {column.key for column in _statement("session").selected_columns}
+    built = _statement("session", columns).selected_columns
+    return tuple(column.key for column in built if column.key not in plain)
 
 
 def _bundle(pending_id: str | None, created: datetime | str | None) -> tuple[datetime, str] | None:
@@ -419,11 +438,17 @@ def _bundle(pending_id: str | None, created: datetime | str | None) -> tuple[dat
     return (created, pending_id)
 
 
-async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
+async def _read(
+    conn: AsyncConnection, choice: str, columns: tuple[ViewColumns, ...] = (), **params: Any
+) -> TaskView:
     facts: list[SessionFacts] = []
     owners: dict[str, str] = {}
     others: dict[str, OtherSessions] = {}
-    for row in await _direct(choice).rows(conn, params):
+    extras: dict[str, dict[str, Any]] = {}
+    extra_keys = _extra_keys(columns) if columns else ()
+    for row in await _direct(choice, columns).rows(conn, params):
+        if extra_keys:
+            extras[row["id"]] = {key: row[key] for key in extra_keys}
         bundle = _bundle(row["bundle_id"], row["bundle_created"])
         if "others_permission" in row and row["task_id"] not in others:
             others[row["task_id"]] = OtherSessions(
@@ -447,7 +472,7 @@ async def _read(conn: AsyncConnection, choice: str, **params: Any) -> TaskView:
             )
         )
         owners[row["task_id"]] = row["owner_id"] or ""
-    return TaskView(facts, owners, others)
+    return TaskView(facts, owners, others, extras)
 
 
 async def view_of_session_task(
@@ -456,18 +481,21 @@ async def view_of_session_task(
     *,
     task_changing_to: str | None = None,
     all_sessions: bool = False,
+    columns: tuple[ViewColumns, ...] = (),
 ) -> TaskView:
     """The session, described in one statement — with every other session of its task when
     the caller may need the task's JSON: `all_sessions`, or `task_changing_to` a state the
     task is not in yet (the statement itself decides, so a task with a thousand sessions is
-    read whole only when its state really changes)."""
+    read whole only when its state really changes). `columns`: read in the same statement,
+    each session's values in `TaskView.extra`."""
     if all_sessions:
-        return await _read(conn, "session_task", view_session_id=session_id)
+        return await _read(conn, "session_task", columns, view_session_id=session_id)
     if task_changing_to is None:
-        return await _read(conn, "session", view_session_id=session_id)
+        return await _read(conn, "session", columns, view_session_id=session_id)
     return await _read(
         conn,
         "session_or_changing_task",
+        columns,
         view_session_id=session_id,
         view_task_state=task_changing_to,
     )

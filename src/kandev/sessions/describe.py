@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -12,6 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from kandev.board.describe import TaskDescriber
 from kandev.board.models import Task
 from kandev.sessions.models import Session
+
+# Columns a layer above has the session view read in its one statement, rather than read
+# them in a statement of its own: given the described sessions (a FROM whose `id` and
+# `task_id` columns are each session's), labeled column expressions correlated on that row.
+# A module-level function, so the statement it shapes is built once (kandev.pending.view).
+ViewColumns = Callable[[Any], Sequence[Any]]
 
 
 class SessionsView(Protocol):
@@ -37,6 +43,11 @@ class SessionsView(Protocol):
 
     def has_queued_prompt(self, session_id: str) -> bool: ...
 
+    def extra(self, session_id: str) -> Mapping[str, Any] | None:
+        """The session's values of the `ViewColumns` the view was read with (None when the
+        session is not in the view)."""
+        ...
+
     def replace_session(self, session: Session) -> None: ...
 
     def clarifications_settled(self, session_id: str) -> None: ...
@@ -56,6 +67,7 @@ class SessionDescriber(TaskDescriber, Protocol):
         *,
         task_changing_to: str | None = None,
         all_sessions: bool = False,
+        columns: tuple[ViewColumns, ...] = (),
     ) -> SessionsView: ...
 
     async def view_of_sessions(

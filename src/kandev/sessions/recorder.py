@@ -41,7 +41,7 @@ from kandev.ids import IdFactory
 from kandev.sessions import message_repository as messages_repo
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions import turn_repository as turns_repo
-from kandev.sessions.describe import SessionDescriber, SessionsView
+from kandev.sessions.describe import SessionDescriber, SessionsView, ViewColumns
 from kandev.sessions.models import Message, Session, Turn
 from kandev.sessions.turn_hooks import AfterCommit, TurnHooks
 from kandev.sessions.turns import lock_session_turns
@@ -89,12 +89,17 @@ class SessionRecorder:
         *,
         task_changing_to: str | None = None,
         all_sessions: bool = False,
+        columns: tuple[ViewColumns, ...] = (),
     ) -> SessionsView:
         """The session described in one statement, with its task's other sessions when the
         task's JSON may be needed: its state may change to `task_changing_to`, or
-        `all_sessions` (see pending.view)."""
+        `all_sessions` (see pending.view); `columns` read in the same statement."""
         return await self.describer.view_of_session_task(
-            conn, session_id, task_changing_to=task_changing_to, all_sessions=all_sessions
+            conn,
+            session_id,
+            task_changing_to=task_changing_to,
+            all_sessions=all_sessions,
+            columns=columns,
         )
 
     def _state_event(
@@ -322,7 +327,9 @@ class SessionRecorder:
         after: list[AfterCommit] = []
         waiting = False
         async with self._write() as (conn, events):
-            view = await self.view(conn, session_id, task_changing_to=TASK_REVIEW)
+            view = await self.view(
+                conn, session_id, task_changing_to=TASK_REVIEW, columns=tuple(hooks.view_columns)
+            )
             session = view.session(session_id)
             if session is None:
                 return TurnEnd(False, [], False)
@@ -351,7 +358,9 @@ class SessionRecorder:
                     )
                 await self._set_task_state(conn, events, view, session.task_id, TASK_REVIEW)
             for ended in hooks.turn_ended:
-                then = await ended(conn, settled, stop_reason=stop_reason, waiting=waiting)
+                then = await ended(
+                    conn, settled, stop_reason=stop_reason, waiting=waiting, view=view
+                )
                 if then is not None:
                     after.append(then)
         return TurnEnd(waiting, after, view.has_queued_prompt(session_id))

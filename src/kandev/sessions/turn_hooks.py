@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.board.models import Task
 from kandev.events.publisher import PendingEvents
-from kandev.sessions.describe import SessionsView
+from kandev.sessions.describe import SessionsView, ViewColumns
 from kandev.sessions.models import Session
 
 
@@ -51,10 +51,18 @@ class TurnEnding(Protocol):
 
 class TurnEnded(Protocol):
     """The turn ended (`waiting`: for a human), in the same transaction, after the session's
-    state settled; under the turn lock. Returns what to do after the commit, if anything."""
+    state settled; under the turn lock. `view` is the turn end's view of the task's
+    sessions, read with every hook's `TurnHooks.view_columns`. Returns what to do after the
+    commit, if anything."""
 
     async def __call__(
-        self, conn: AsyncConnection, session: Session, *, stop_reason: str, waiting: bool
+        self,
+        conn: AsyncConnection,
+        session: Session,
+        *,
+        stop_reason: str,
+        waiting: bool,
+        view: SessionsView,
     ) -> AfterCommit | None: ...
 
 
@@ -66,6 +74,8 @@ class TurnHooks:
     turn_ending: list[TurnEnding] = field(default_factory=list)
     # A turn ended, in the same transaction.
     turn_ended: list[TurnEnded] = field(default_factory=list)
+    # What the turn_ended hooks read: in the turn end's one view statement, not their own.
+    view_columns: list[ViewColumns] = field(default_factory=list)
     # The session ended (stopped, failed): no turn of it will end again. What a callback
     # returns (e.g. how many questions it expired) is not used.
     session_ended: list[Callable[[str], Awaitable[object]]] = field(default_factory=list)
