@@ -330,7 +330,8 @@ task_session_turns = Table(
     _json("metadata", "{}"),
     _created(),
     _updated(),
-    Index("ix_task_session_turns_session_started", "session_id", "started_at"),
+    # The order the current turn is chosen by (kandev.sessions.turns, migration 0012).
+    Index("ix_task_session_turns_session_order", "session_id", "started_at", "created_at", "id"),
 )
 
 task_session_messages = Table(
