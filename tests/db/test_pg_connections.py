@@ -126,3 +126,25 @@ async def test_more_transactions_at_once_than_the_shelf_keeps(pg: Database) -> N
     assert await _values(pg) == list(range(2 * at_once))
     # Kept open: a full shelf of transaction connections and the one the read used.
     assert pg.engine.sync_engine.pool.checkedout() == POSTGRES_SHELF + 1
+
+
+async def test_the_longest_hot_statements_stay_prepared(pg: Database) -> None:
+    """asyncpg keeps prepared only statements up to `max_cacheable_statement_size`; a longer
+    one is parsed and planned on every execution (the turn end's session view, over asyncpg's
+    15 KiB default, planned ~6 ms each time). Every way of describing sessions, with the
+    turn end's extra columns or not, stays a named prepared statement of its connection."""
+    from kandev.moves.repository import turn_end_columns
+    from kandev.pending.view import _direct
+
+    params = {"view_session_id": "none", "view_task_state": "REVIEW", "view_ids": ["none"]}
+    async with pg.write() as conn:
+        for choice in ("session", "session_task", "session_or_changing_task", "tasks"):
+            for columns in ((), (turn_end_columns,)):
+                statement = _direct(choice, columns)
+                await statement.rows(conn, params)
+                sql = statement._compiled_for(conn.dialect, params).sql  # as executed
+                prepared = await conn.execute(
+                    text("SELECT count(*) FROM pg_prepared_statements WHERE statement = :sql"),
+                    {"sql": sql},
+                )
+                assert prepared.scalar_one() == 1, (choice, columns, len(sql))

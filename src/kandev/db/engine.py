@@ -55,6 +55,9 @@ POSTGRES_POOL_SIZE = POSTGRES_MAX_TRANSACTIONS
 POSTGRES_MAX_OVERFLOW = 20  # up to 50 connections
 POSTGRES_SHELF = POSTGRES_POOL_SIZE // 2  # kept open between transactions, per kind
 DEFAULT_QUEUE_TIMEOUT_S = 30.0
+# The longest statement asyncpg keeps prepared (its default is 15 KiB): every hot statement
+# is shorter (tests/db/test_pg_connections.py checks the longest ones).
+POSTGRES_MAX_CACHED_STATEMENT = 64 * 1024
 # PostgreSQL: a pooled connection idle longer than this is pinged before use (a restarted
 # server or a dropped socket is then found by the ping, not by the request). One used more
 # recently is not: SQLAlchemy's pre-ping costs three round trips (BEGIN, ping, ROLLBACK) on
@@ -113,7 +116,13 @@ class Database:
                 # every time). Safe here: the code's constants are SQL literals
                 # (kandev.db.sql_literals), so a generic plan still proves the partial
                 # indexes, and the remaining parameters are ids and keyset bounds.
-                connect_args={"server_settings": {"plan_cache_mode": "force_generic_plan"}},
+                connect_args={
+                    "server_settings": {"plan_cache_mode": "force_generic_plan"},
+                    # asyncpg prepares (and caches) only statements up to this size; a longer
+                    # one is parsed and planned on every execution — for the session view
+                    # with its other-sessions aggregate (~15 KiB), ~6 ms of planning.
+                    "max_cacheable_statement_size": POSTGRES_MAX_CACHED_STATEMENT,
+                },
             )
             self.max_transactions = POSTGRES_MAX_TRANSACTIONS
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
