@@ -31,8 +31,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from kandev.board.describe import TaskDescriber
 from kandev.board.scoped import ScopedService
 from kandev.clock import Clock
@@ -49,9 +47,7 @@ from kandev.moves.transitions import Transitions, deliver_entry_prompts, restart
 from kandev.moves.turn_end import TurnEndMoves
 from kandev.moves.validation import validate_move
 from kandev.sessions.access import AccessRules
-from kandev.sessions.describe import SessionsView
 from kandev.sessions.models import Session
-from kandev.sessions.turn_hooks import AfterCommit
 
 
 class MoveService(ScopedService):
@@ -73,6 +69,9 @@ class MoveService(ScopedService):
         self.presenter = MovePresenter(db, describer)
         self._transitions = Transitions(clock, new_id, describer)
         self._turn_end = TurnEndMoves(db, clock, bus, turns, self._transitions)
+        # `on_turn_end` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnded`);
+        # its facts come from the turn end's view, read with `turn_end_columns`.
+        self.on_turn_end_in = self._turn_end.on_turn_end_in
 
     # --- the public move ---------------------------------------------------------------
 
@@ -143,21 +142,6 @@ class MoveService(ScopedService):
 
     # What on_turn_end_in reads, for the turn end's view statement (TurnHooks.view_columns).
     turn_end_columns = staticmethod(moves_repo.turn_end_columns)
-
-    async def on_turn_end_in(
-        self,
-        conn: AsyncConnection,
-        session: Session,
-        *,
-        stop_reason: str,
-        waiting: bool,
-        view: SessionsView | None = None,
-    ) -> AfterCommit | None:
-        """`on_turn_end` inside the turn-end transaction (a `sessions.turn_hooks.TurnEnded`;
-        its facts come from `view`, read with `moves.repository.turn_end_columns`)."""
-        return await self._turn_end.on_turn_end_in(
-            conn, session, stop_reason=stop_reason, waiting=waiting, view=view
-        )
 
     async def on_session_ended(self, session_id: str) -> None:
         """The session ended (stopped, failed): its pending move will never apply; drop it."""
