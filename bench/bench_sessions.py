@@ -46,6 +46,13 @@ from bench.common import (
 AGENT = str(Path(__file__).with_name("trivial_agent.py"))
 
 
+def client_limits(connections: int) -> httpx.Limits:
+    """The client drops a connection idle for 2 s: uvicorn closes one idle for 5 s, and a
+    client keeping it as long (httpx's default) may send a prompt on it as the server closes
+    it — a reset seen under load, with a hundred sessions and rounds of several seconds."""
+    return httpx.Limits(max_connections=connections, keepalive_expiry=2.0)
+
+
 class _QuietClient:
     async def session_update(self, **_: Any) -> None:
         return None
@@ -129,7 +136,7 @@ async def measure_turns(
 async def through_bare(
     url: str, server_pid: int, sessions: int, rounds: int, alone_n: int
 ) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=sessions + 10)
+    limits = client_limits(sessions + 10)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         watcher = TurnWatcher()
         follower = asyncio.create_task(watcher.run(client))
@@ -153,7 +160,7 @@ async def through_bare(
 async def through_kandev(
     url: str, server_pid: int, sessions: int, rounds: int, alone_n: int
 ) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=sessions + 10)
+    limits = client_limits(sessions + 10)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         watcher = TurnWatcher()
         follower = asyncio.create_task(watcher.run(client))
