@@ -121,22 +121,18 @@ class EventStream:
             self.overflowed = False
             self._high_water = self._bus.last_id
             return [Event(self._bus.last_id, RESET_EVENT, {"reason": "client too slow"})]
-        batch: list[Event] = []
-        while not batch:
+        while True:
+            taken: list[Event] = []
             if self.queue.empty():
                 try:
-                    event = await asyncio.wait_for(self.queue.get(), timeout)
+                    taken.append(await asyncio.wait_for(self.queue.get(), timeout))
                 except TimeoutError:
                     return []
-            else:
-                event = self.queue.get_nowait()
-            while True:
-                if event.id > self._high_water:
-                    batch.append(event)
-                if len(batch) >= limit or self.queue.empty():
-                    break
-                event = self.queue.get_nowait()
-        return batch
+            while len(taken) < limit and not self.queue.empty():
+                taken.append(self.queue.get_nowait())
+            batch = [event for event in taken if event.id > self._high_water]
+            if batch:
+                return batch
 
     def close(self) -> None:
         self._bus._subscribers.discard(self)

@@ -107,10 +107,12 @@ class TurnEndMoves:
             and session.is_primary
             and not moved_during_turn
         )
-        # The turn end's view read them (TurnHooks.view_columns); a view without them, or
-        # none (on_turn_end), reads them here.
-        facts = moves_repo.turn_end_facts_of(view.extra(session.id)) if view is not None else None
-        if facts is None:
+        # The turn end's view read them (TurnHooks.view_columns); without such a view
+        # (on_turn_end) they are read here.
+        extra = view.extra(session.id) if view is not None else None
+        if extra is not None:
+            facts = moves_repo.turn_end_facts_of(extra)
+        else:
             facts = await moves_repo.turn_end_facts(conn, session.id, session.task_id)
         if facts is not None and not _may_act(facts, automation):
             return None

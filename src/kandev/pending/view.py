@@ -425,9 +425,7 @@ def _direct(choice: str, columns: tuple[ViewColumns, ...] = ()) -> DirectStateme
 @functools.cache
 def _extra_keys(columns: tuple[ViewColumns, ...]) -> tuple[str, ...]:
     """The labels the ViewColumns add (what TaskView.extra gives back)."""
-    plain = {column.key for column in _statement("session").selected_columns}
-    built = _statement("session", columns).selected_columns
-    return tuple(column.key for column in built if column.key not in plain)
+    return tuple(column.key for build in columns for column in build(task_sessions))
 
 
 def _bundle(pending_id: str | None, created: datetime | str | None) -> tuple[datetime, str] | None:

@@ -62,13 +62,6 @@ class CallerStream:
         self._wanted = wanted
         self._user_id = user_id
 
-    async def next(self, timeout: float) -> Event | None:
-        """The next event the caller may see, or None when `timeout` passes without any."""
-        while True:
-            event = await self._stream.next(timeout=timeout)
-            if event is None or (visible_to(event, self._user_id) and self._wanted.matches(event)):
-                return event
-
     async def next_batch(self, timeout: float) -> list[Event]:
         """The events the caller may see that are there now (see EventStream.next_batch):
         at least one, or none when `timeout` passes without any."""
