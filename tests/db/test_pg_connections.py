@@ -138,7 +138,7 @@ async def test_the_longest_hot_statements_stay_prepared(pg: Database) -> None:
 
     params = {"view_session_id": "none", "view_task_state": "REVIEW", "view_ids": ["none"]}
     async with pg.write() as conn:
-        for choice in ("session", "session_task", "session_or_changing_task", "tasks"):
+        for choice in ("session", "session_task", "session_or_changing_task", "others", "tasks"):
             for columns in ((), (turn_end_columns,)):
                 statement = _direct(choice, columns)
                 await statement.rows(conn, params)

@@ -23,6 +23,7 @@ from kandev.catalog.states import SESSION_STATES, TASK_IN_PROGRESS, TASK_REVIEW
 from kandev.db.tables import task_session_messages, task_session_turns, task_sessions, tasks
 from kandev.pending.view import TaskView, _statement, view_of_session_task
 from kandev.services import Services
+from tests.statement_counter import StatementCounter
 
 BASE = datetime(2026, 12, 2, tzinfo=UTC)
 QUESTION_STATUSES = ["pending", "", None, "answered", "expired"]  # None: no status key
@@ -165,6 +166,58 @@ async def test_an_unchanged_task_state_reads_no_other_session(services: Services
     assert [s.id for s in view.sessions_of(task.id)] == [rows["sessions"][1]["id"]]
 
 
+async def test_the_aggregate_is_read_only_when_another_session_owes(
+    services: Services,
+) -> None:
+    """The view's statement probes the other sessions' pending rows; their aggregate (a
+    large plan, whose start-up alone cost PostgreSQL more than the rest of the view) is a
+    second statement, run only when the probe found one — never for a task whose other
+    sessions owe nothing, the usual task and every single-session one."""
+    ws = await services.workspaces.create_workspace(WorkspaceCreate(name="w"))
+    flow = await services.workflows.create_workflow(WorkflowCreate(workspace_id=ws.id, name="f"))
+    task = await services.tasks.create_task(
+        TaskCreate(workspace_id=ws.id, workflow_id=flow.id, title="t")
+    )
+    async with services.db.write() as conn:
+        await conn.execute(update(tasks).where(tasks.c.id == task.id).values(state=TASK_REVIEW))
+    rows: dict[str, list[dict]] = {"sessions": [], "turns": [], "messages": []}
+    for n in range(3):
+        rows["sessions"].append(
+            {"id": f"s{n}", "task_id": task.id, "state": "WAITING_FOR_INPUT"}
+            | {"is_primary": n == 0, "started_at": BASE + timedelta(seconds=n), "updated_at": BASE}
+        )
+        rows["turns"].append(
+            {"id": f"t{n}", "session_id": f"s{n}", "task_id": task.id, "started_at": BASE}
+            | {"metadata": {}, "created_at": BASE, "updated_at": BASE}
+        )
+    await _store(services, rows)
+    counter = StatementCounter(services.db)
+    try:
+
+        async def described(session_id: str) -> tuple[dict[str, Any], int]:
+            with counter.counting():
+                async with services.db.read() as conn:
+                    view = await view_of_session_task(
+                        conn, session_id, task_changing_to=TASK_IN_PROGRESS
+                    )
+            return view.task_json(await services.tasks.get_task(task.id)), len(counter.statements)
+
+        task_json, statements = await described("s1")
+        assert (task_json["pending_clarification_id"], statements) == (None, 1)
+        # A question waits on the third session: the view of the second reads the aggregate.
+        question = {"id": "m2", "session_id": "s2", "task_id": task.id, "turn_id": "t2"}
+        question |= {"type": "clarification_request", "content": "?", "created_at": BASE}
+        question |= {"metadata": {"status": "pending", "pending_id": "b2"}, "updated_at": BASE}
+        await _store(services, {"sessions": [], "turns": [], "messages": [question]})
+        task_json, statements = await described("s1")
+        assert (task_json["pending_clarification_id"], statements) == ("b2", 2)
+        # Its own view needs no aggregate: the question is a row it reads.
+        task_json, statements = await described("s2")
+        assert (task_json["pending_clarification_id"], statements) == ("b2", 1)
+    finally:
+        counter.close()
+
+
 def _lookups(plan: dict[str, Any]) -> int:
     """The most times any one scan of sessions, turns or messages ran (its loops): a check
     run per pending row of the task shows as a loop per row."""
@@ -211,18 +264,23 @@ async def test_a_crowded_task_is_not_walked_session_by_session(
     async with services.db.write() as conn:
         await conn.execute(update(tasks).where(tasks.c.id == task.id).values(state=TASK_REVIEW))
         await conn.exec_driver_sql("ANALYZE")
-    statement = _statement("session_or_changing_task").params(
-        view_session_id="c-s0150", view_task_state=TASK_IN_PROGRESS
-    )
     dialect = services.db.engine.dialect
-    sql = str(statement.compile(dialect=dialect, compile_kwargs=_LITERAL))
+    plans = []
     async with services.db.read() as conn:
-        found = await conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
-        plan = found.scalar_one()
+        # The view's statement (its probe of the other sessions' pending rows) and the
+        # aggregate's, which the probe finding a row makes the view read.
+        for choice in ("session_or_changing_task", "others"):
+            statement = _statement(choice).params(
+                view_session_id="c-s0150", view_task_state=TASK_IN_PROGRESS
+            )
+            sql = str(statement.compile(dialect=dialect, compile_kwargs=_LITERAL))
+            found = await conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+            plans.append(found.scalar_one())
         view = await view_of_session_task(conn, "c-s0150", task_changing_to=TASK_IN_PROGRESS)
     task = await services.tasks.get_task(task.id)
     assert view.task_json(task)["pending_clarification_id"] == "c-b0000"  # the oldest bundle
-    assert _lookups(plan[0]["Plan"]) < count // 10, plan
+    for plan in plans:
+        assert _lookups(plan[0]["Plan"]) < count // 10, plan
 
 
 _LITERAL = {"literal_binds": True, "render_postcompile": True}
