@@ -338,9 +338,11 @@ async def run_trial(
         if delay and not fault:
             await asyncio.sleep(delay)  # noqa: sleep-ok (the chosen kill moment)
         server.kill()
-        if claimed and not abandon:
-            # respond returned after the tool result was on the agent's socket: the agent
-            # reads it even though the server is gone, given the moment an agent needs.
+        if claimed and not (abandon and reject):
+            # respond returned after the answer was on the agent's socket (the tool result)
+            # or its stdin (a detached question's resume prompt): the agent reads it even
+            # though the server is gone, given the moment an agent needs — on a loaded
+            # machine, more than the kill takes. (A detached rejection is only recorded.)
             await _agent_has_read(record, nonce, groups)
         server.kill_agents(groups)
         server.start()

@@ -6,7 +6,9 @@ permission request of the session is pending, its oldest active bundle, and the 
 owner. Task JSON, session JSON, the turn-end guards ("is a question open?", "is a permission
 pending?") and event scoping all come from this one read, so a write path describes what it
 changed without re-reading rows (reference §1.7, §2.5; the rules are the same SQL as
-pending.projection and clarification.pending_ids).
+pending.projection and clarification.pending_ids). When the task's state changes, the other
+sessions' aggregate (OtherSessions) is a second statement, read only when the first found a
+pending row of such a session.
 """
 
 from __future__ import annotations
