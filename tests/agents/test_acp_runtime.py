@@ -53,9 +53,9 @@ async def test_echo_streams_text_in_order(
         stop_reason = await handle.prompt("echo hello streaming world")
 
     assert stop_reason == "end_turn"
-    # Every update of the turn was delivered before prompt() returned, in order.
+    # Every update of the turn was delivered before prompt() returned, in order (chunks
+    # that queued up behind a delivery come as one: tests/agents/test_update_delivery.py).
     assert [u.kind for u in recorder.updates] == ["agent_text"] * len(recorder.updates)
-    assert len(recorder.updates) >= 2
     assert recorder.text() == "hello streaming world"
     assert {session_id for _, session_id, _ in recorder.log} == {"sess-1"}
 

@@ -40,7 +40,8 @@ async def test_reply_mentions_the_prompt_and_the_kandev_tools(
     reply = recorder.text()
     assert "You said: Fix the login bug" in reply
     assert "I can reach Kandev (1 tools: list_workspaces_kandev)" in reply
-    assert len([u for u in recorder.updates if u.kind == "agent_text"]) >= 2
+    # (Streamed in chunks; those that arrive while one is being stored are delivered as
+    # one update: kandev.agents.update_delivery, tests/agents/test_update_delivery.py.)
     calls = [u for u in recorder.updates if u.kind in ("tool_call", "tool_call_update")]
     assert [(u.kind, u.key) for u in calls] == [
         ("tool_call", "list-tools-1"),

@@ -55,6 +55,7 @@ from kandev.agents.process_repository import ProcessRecord
 from kandev.agents.processes import SESSION_ENV, AgentProcessLedger
 from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
 from kandev.agents.stderr_tail import STDERR_MAX_LINE, STDERR_TAIL_LINES, StderrTail
+from kandev.agents.update_delivery import deliver_updates
 from kandev.log_fields import log_event
 
 log = logging.getLogger(__name__)
@@ -479,14 +480,12 @@ class AcpAgentHandle:
             await asyncio.wait_for(self._updates.join(), timeout=EXIT_DRAIN_SECONDS * 5)
 
     async def _deliver_updates(self) -> None:
-        while True:
-            update = await self._updates.get()
-            try:
-                await self._events.on_agent_update(self._launch.session_id, update)
-            except Exception:
-                log.exception("on_agent_update failed for session %s", self._launch.session_id)
-            finally:
-                self._updates.task_done()
+        session_id = self._launch.session_id
+
+        async def deliver(update: AgentUpdate) -> None:
+            await self._events.on_agent_update(session_id, update)
+
+        await deliver_updates(self._updates, deliver, session_id)
 
     async def _pump_stdout(self) -> None:
         stream = self._proc.stdout
