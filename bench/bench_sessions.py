@@ -6,6 +6,9 @@ Measures, on this machine, per database (SQLite file, PostgreSQL), medians over 
   POST that sends the ACP prompt to the same trivial agent subprocess with the ACP SDK and
   publishes the completion on an SSE stream; same uvicorn, same client, same watcher), and
   against the same prompt sent straight to the agent with the ACP SDK (no HTTP at all);
+- a streamed reply: the same turn when the agent answers in STREAM_CHUNKS chunks sent back
+  to back (prompt "stream N"), one session, against the bare app (which keeps the chunks in
+  memory) and the ACP SDK direct; with the message events and SSE bytes Kandev sent for it;
 - memory: server RSS growth per session (Kandev and the bare app), RSS of one agent process.
 
 Run:  .venv/bin/python -m bench.bench_sessions [--database sqlite,postgres] [--repeat 3]
@@ -44,6 +47,8 @@ from bench.common import (
 )
 
 AGENT = str(Path(__file__).with_name("trivial_agent.py"))
+STREAM_CHUNKS = 500  # a reply of ~2 KB in four-character chunks
+STREAM_PROMPT = f"stream {STREAM_CHUNKS}"
 
 
 def client_limits(connections: int) -> httpx.Limits:
@@ -70,9 +75,9 @@ async def bare_sdk(sessions: int, rounds: int, alone_n: int) -> dict[str, Any]:
             new = await conn.new_session(cwd=tempfile.gettempdir(), mcp_servers=[])
             conns.append((conn, new.session_id, proc.pid))
 
-        async def one(conn: Any, sid: str) -> float:
+        async def one(conn: Any, sid: str, text: str = "hi") -> float:
             start = time.perf_counter()
-            await conn.prompt(session_id=sid, prompt=[text_block("hi")])
+            await conn.prompt(session_id=sid, prompt=[text_block(text)])
             return time.perf_counter() - start
 
         concurrent: list[float] = []
@@ -80,8 +85,18 @@ async def bare_sdk(sessions: int, rounds: int, alone_n: int) -> dict[str, Any]:
             concurrent += await asyncio.gather(*(one(c, s) for c, s, _ in conns))
         conn, sid, _ = conns[0]
         alone = [await one(conn, sid) for _ in range(alone_n)]
+        streamed = [await one(conn, sid, STREAM_PROMPT) for _ in range(_streamed_n(alone_n))]
         agent_rss = statistics.fmean(rss_kib(p) for _, _, p in conns)
-    return {"concurrent": concurrent, "alone": alone, "agent_rss_kib": agent_rss}
+    return {
+        "concurrent": concurrent,
+        "alone": alone,
+        "streamed": streamed,
+        "agent_rss_kib": agent_rss,
+    }
+
+
+def _streamed_n(alone_n: int) -> int:
+    return max(3, alone_n // 3)
 
 
 class TurnWatcher:
@@ -91,13 +106,18 @@ class TurnWatcher:
         self.completed: dict[str, float] = {}
         self.idle: set[str] = set()
         self.changed = asyncio.Event()
+        self.message_events = 0  # session.message.added / .updated seen
+        self.data_bytes = 0  # of every event's data line
 
     async def run(self, client: httpx.AsyncClient) -> None:
         async with client.stream("GET", "/api/v1/events", timeout=None) as response:
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
+                self.data_bytes += len(line)
                 event = json.loads(line[5:])
+                if event["type"] in ("session.message.added", "session.message.updated"):
+                    self.message_events += 1
                 if event["type"] == "session.turn.completed":
                     self.completed[event["turn_id"]] = time.perf_counter()
                 elif event["type"] == "session.state_changed" and event["state"] == "IDLE":
@@ -113,12 +133,13 @@ class TurnWatcher:
 
 async def measure_turns(
     client: httpx.AsyncClient, watcher: TurnWatcher, sids: list[str], rounds: int, alone_n: int
-) -> tuple[list[float], list[float]]:
-    """The same prompt loop on Kandev and on the bare app: (all at once, one alone)."""
+) -> dict[str, Any]:
+    """The same prompt loop on Kandev and on the bare app: all at once, one alone, one
+    alone with a streamed reply (and what the stream carried for those)."""
 
-    async def one(sid: str) -> float:
+    async def one(sid: str, text: str = "hi") -> float:
         start = time.perf_counter()
-        r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": "hi"})
+        r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": text})
         assert r.status_code in (200, 201, 202), r.text
         turn_id = r.json()["turn_id"]
         await watcher.until(lambda: turn_id in watcher.completed)
@@ -130,7 +151,15 @@ async def measure_turns(
     for _ in range(rounds):
         concurrent += await asyncio.gather(*(one(s) for s in sids))
     alone = [await one(sids[0]) for _ in range(alone_n)]
-    return concurrent, alone
+    events, data = watcher.message_events, watcher.data_bytes
+    streamed = [await one(sids[0], STREAM_PROMPT) for _ in range(_streamed_n(alone_n))]
+    return {
+        "concurrent": concurrent,
+        "alone": alone,
+        "streamed": streamed,
+        "stream_message_events": (watcher.message_events - events) / len(streamed),
+        "stream_kib": (watcher.data_bytes - data) / len(streamed) / 1024,
+    }
 
 
 async def through_bare(
@@ -146,15 +175,11 @@ async def through_bare(
                 (await client.post("/api/v1/sessions", json={})).json()["id"]
                 for _ in range(sessions)
             ]
-            concurrent, alone = await measure_turns(client, watcher, sids, rounds, alone_n)
+            turns = await measure_turns(client, watcher, sids, rounds, alone_n)
             rss_after = rss_kib(server_pid)
         finally:
             follower.cancel()
-    return {
-        "concurrent": concurrent,
-        "alone": alone,
-        "kib_per_session": (rss_after - rss_before) / max(1, sessions),
-    }
+    return {**turns, "kib_per_session": (rss_after - rss_before) / max(1, sessions)}
 
 
 async def through_kandev(
@@ -188,7 +213,7 @@ async def through_kandev(
             )
             sids.append(r.json()["id"])
         await watcher.until(lambda: all(s in watcher.idle for s in sids))
-        concurrent, alone = await measure_turns(client, watcher, sids, rounds, alone_n)
+        turns = await measure_turns(client, watcher, sids, rounds, alone_n)
         rss_after = rss_kib(server_pid)
         agents = child_pids(server_pid)
         # Each child is Kandev's guard process with the agent under it: the whole tree.
@@ -197,8 +222,7 @@ async def through_kandev(
             await client.post(f"/api/v1/sessions/{sid}/stop", json={})
         follower.cancel()
     return {
-        "concurrent": concurrent,
-        "alone": alone,
+        **turns,
         "server_rss_before_kib": rss_before,
         "server_rss_after_kib": rss_after,
         "kib_per_session": (rss_after - rss_before) / max(1, sessions),
@@ -276,6 +300,16 @@ async def main() -> None:
             per_run_ms(runs(sdk, "concurrent"), 50),
         )
         table.add(
+            f"streamed reply ({STREAM_CHUNKS} chunks), one session, p50 [{name}]",
+            per_run_ms(runs(k, "streamed"), 50),
+            per_run_ms(runs(bare, "streamed"), 50),
+        )
+        table.add(
+            f"streamed reply, p50, against the ACP SDK direct [{name}]",
+            per_run_ms(runs(k, "streamed"), 50),
+            per_run_ms(runs(sdk, "streamed"), 50),
+        )
+        table.add(
             f"server RSS per session [{name}]",
             [r["kib_per_session"] for r in k],
             [r["kib_per_session"] for r in bare],
@@ -289,6 +323,11 @@ async def main() -> None:
         )
         table.print()
         print(f"  agent processes under Kandev: {k[-1]['agent_processes']}")
+        print(
+            f"  per streamed reply ({STREAM_CHUNKS} chunks), last run: "
+            f"{k[-1]['stream_message_events']:.0f} message events, "
+            f"{k[-1]['stream_kib']:.0f} KiB of event data on the stream"
+        )
         rows += table.rows
     print_json_line("sessions", rows=rows, sessions=n, rounds=rounds, repeat=args.repeat)
 

@@ -1,4 +1,6 @@
-"""The smallest useful ACP agent: answers every prompt with one text chunk ("ok")."""
+"""The smallest useful ACP agent: answers every prompt with one text chunk ("ok"), or, for
+a prompt "stream N", with N chunks of four characters sent back to back (a streaming
+model's reply, as fast as the pipe takes it)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,17 @@ class TrivialAgent:
         return NewSessionResponse(session_id=str(uuid.uuid4()))
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
-        await self._conn.session_update(
-            session_id=session_id, update=update_agent_message_text("ok")
-        )
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        words = text.split()
+        chunks = int(words[1]) if len(words) == 2 and words[0] == "stream" else 0
+        for _ in range(chunks):
+            await self._conn.session_update(
+                session_id=session_id, update=update_agent_message_text("word")
+            )
+        if not chunks:
+            await self._conn.session_update(
+                session_id=session_id, update=update_agent_message_text("ok")
+            )
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id: str, **_: Any) -> None:
