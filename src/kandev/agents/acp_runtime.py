@@ -4,7 +4,8 @@ One `AcpAgentHandle` is one agent process with one open ACP session. The process
 its own process group (so `stop()` also ends whatever the agent spawned), its stderr is kept
 in a small ring buffer (`stderr_tail.py`, so failures can quote the last lines), and its
 `session/update` notifications are reduced to `AgentUpdate`s (`acp_updates.py`) delivered to
-`AgentEvents.on_agent_update` in the order the agent sent them. The ACP client callbacks are
+`AgentEvents.on_agent_update` in the order the agent sent them (text chunks that queued up
+behind a delivery as one update: `update_delivery.py`). The ACP client callbacks are
 `acp_client.py`; permission requests are answered by the `PermissionPolicy` given to
 `AcpRuntime` (`acp_permissions.py`; by default the first "allow" option, silently).
 

@@ -84,8 +84,8 @@ class OtherSessions:
     """What a task's sessions that were not read as rows add to its JSON: one aggregate over
     them (the session being written and the task's primary one are rows, so writers can
     patch them), answered from indexes on the pending rows instead of describing every
-    session. Read by a statement of its own (`_others`), and only when the view's statement
-    found a pending row of such a session: otherwise the aggregate owes nothing."""
+    session. Read by a statement of its own (`_read_others`), and only when the view's
+    statement found a pending row of such a session: otherwise it owes nothing."""
 
     action: str | None  # the strongest action an input-capable one owes
     bundle: tuple[datetime, str] | None  # the oldest active bundle among the live ones
