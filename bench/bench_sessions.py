@@ -289,26 +289,18 @@ async def main() -> None:
                 per_run_ms(runs(k, "concurrent"), p),
                 per_run_ms(runs(bare, "concurrent"), p),
             )
-        table.add(
-            f"turn, one session, p50, against the ACP SDK direct [{name}]",
-            per_run_ms(runs(k, "alone"), 50),
-            per_run_ms(runs(sdk, "alone"), 50),
+        p50_rows = (
+            (f"turn, one session, p50, against the ACP SDK direct [{name}]", "alone", sdk),
+            (f"turn, {n} at once, p50, against the ACP SDK direct [{name}]", "concurrent", sdk),
+            (
+                f"streamed reply ({STREAM_CHUNKS} chunks), one session, p50 [{name}]",
+                "streamed",
+                bare,
+            ),
+            (f"streamed reply, p50, against the ACP SDK direct [{name}]", "streamed", sdk),
         )
-        table.add(
-            f"turn, {n} at once, p50, against the ACP SDK direct [{name}]",
-            per_run_ms(runs(k, "concurrent"), 50),
-            per_run_ms(runs(sdk, "concurrent"), 50),
-        )
-        table.add(
-            f"streamed reply ({STREAM_CHUNKS} chunks), one session, p50 [{name}]",
-            per_run_ms(runs(k, "streamed"), 50),
-            per_run_ms(runs(bare, "streamed"), 50),
-        )
-        table.add(
-            f"streamed reply, p50, against the ACP SDK direct [{name}]",
-            per_run_ms(runs(k, "streamed"), 50),
-            per_run_ms(runs(sdk, "streamed"), 50),
-        )
+        for figure, key, baseline in p50_rows:
+            table.add(figure, per_run_ms(runs(k, key), 50), per_run_ms(runs(baseline, key), 50))
         table.add(
             f"server RSS per session [{name}]",
             [r["kib_per_session"] for r in k],
