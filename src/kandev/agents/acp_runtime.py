@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -482,10 +483,7 @@ class AcpAgentHandle:
 
     async def _deliver_updates(self) -> None:
         session_id = self._launch.session_id
-
-        async def deliver(update: AgentUpdate) -> None:
-            await self._events.on_agent_update(session_id, update)
-
+        deliver = functools.partial(self._events.on_agent_update, session_id)
         await deliver_updates(self._updates, deliver, session_id)
 
     async def _pump_stdout(self) -> None:

@@ -25,12 +25,7 @@ TEXT_KINDS = frozenset({"agent_text", "agent_thought"})
 
 
 def _joins(run: AgentUpdate, chunk: AgentUpdate) -> bool:
-    return (
-        chunk.kind == run.kind
-        and chunk.key is None
-        and run.key is None
-        and chunk.metadata == run.metadata
-    )
+    return chunk.kind == run.kind and chunk.key is None and chunk.metadata == run.metadata
 
 
 async def deliver_updates(
@@ -47,7 +42,7 @@ async def deliver_updates(
         while True:
             update = held if held is not None else await queue.get()
             held, taken = None, 1
-            if update.kind in TEXT_KINDS:
+            if update.kind in TEXT_KINDS and update.key is None:
                 parts = [update.content]
                 while not queue.empty():
                     chunk = queue.get_nowait()

@@ -145,6 +145,11 @@ class TurnEndFacts:
     step_events: dict[str, Any]
 
 
+# The facts' labels, in the turn end's view and in their own statement alike.
+TASK_KEY, PENDING_KEY = "turn_end_task_id", "turn_end_has_pending_move"
+NAME_KEY, EVENTS_KEY = "turn_end_step_name", "turn_end_step_events"
+
+
 def _facts_columns(session_id: Any, task_id: Any) -> list[Any]:
     """The facts as labeled columns for a session and task (columns or parameters)."""
     of_task = (
@@ -160,10 +165,6 @@ def _facts_columns(session_id: Any, task_id: Any) -> list[Any]:
         of_task.with_only_columns(workflow_steps.c.name).scalar_subquery().label(NAME_KEY),
         of_task.with_only_columns(workflow_steps.c.events).scalar_subquery().label(EVENTS_KEY),
     ]
-
-
-TASK_KEY, PENDING_KEY = "turn_end_task_id", "turn_end_has_pending_move"
-NAME_KEY, EVENTS_KEY = "turn_end_step_name", "turn_end_step_events"
 
 
 def turn_end_columns(described: Any) -> list[Any]:
