@@ -29,10 +29,9 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
-from acp.connection import StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
     AcpMcpServer,
@@ -57,6 +56,7 @@ from kandev.agents.process_repository import ProcessRecord
 from kandev.agents.processes import SESSION_ENV, AgentProcessLedger
 from kandev.agents.runtime import AgentEvents, AgentFailed, AgentLaunch, AgentUpdate
 from kandev.agents.stderr_tail import STDERR_MAX_LINE, STDERR_TAIL_LINES, StderrTail
+from kandev.agents.stdio_transport import StdioTransport
 from kandev.agents.update_delivery import deliver_updates
 from kandev.log_fields import log_event
 
@@ -183,21 +183,16 @@ class AcpAgentHandle:
         self._updates: asyncio.Queue[AgentUpdate] = asyncio.Queue()
         self._stop_task: asyncio.Task[None] | None = None
         assert process.stdin is not None and process.stdout is not None
-        # The SDK reads JSON-RPC lines from `self._acp_out`; `_pump_stdout` fills it with the
-        # agent's JSON lines and keeps anything else (banners, stray prints) for messages.
-        self._acp_out = asyncio.StreamReader(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        # The SDK talks through `self._acp`; `_pump_stdout` hands it the agent's JSON lines
+        # and keeps anything else (banners, stray prints) for messages.
+        self._acp = StdioTransport(process.stdin, on_sent=self._sent)
         self._stray_stdout = StderrTail(keep=5)
         self._on_prompt_sent: Callable[[], None] | None = None
         client = KandevAcpClient(
             self._on_session_update, permission_policy or AutoAllowPolicy(), launch.session_id
         )
-        self._conn = connect_to_agent(
-            # The SDK routes only the methods a client defines; its Client Protocol lists all.
-            client,  # type: ignore[arg-type]
-            process.stdin,
-            self._acp_out,
-            observers=[self._observe],
-        )
+        # The SDK routes only the methods a client defines; its Client Protocol lists all.
+        self._conn = connect_to_agent(client, self._acp)  # type: ignore[arg-type]
         self._stdout_task = asyncio.create_task(self._pump_stdout(), name="acp-agent-stdout")
         self._stderr_task = asyncio.create_task(self._read_stderr(), name="acp-agent-stderr")
         self._deliver_task = asyncio.create_task(self._deliver_updates(), name="acp-agent-updates")
@@ -266,11 +261,9 @@ class AcpAgentHandle:
         await self._updates.join()
         return str(response.stop_reason)
 
-    def _observe(self, event: StreamEvent) -> None:
-        # The SDK reports an outgoing message after its write to stdin was drained.
-        if event.direction is StreamDirection.OUTGOING and (
-            event.message.get("method") == "session/prompt"
-        ):
+    def _sent(self, message: dict[str, Any]) -> None:
+        # Called once the message was written to the agent's stdin and drained.
+        if message.get("method") == "session/prompt":
             notify, self._on_prompt_sent = self._on_prompt_sent, None
             if notify is not None:
                 notify()
@@ -512,13 +505,13 @@ class AcpAgentHandle:
         finally:
             if parts:
                 self._route_stdout_line(b"".join(parts))
-            self._acp_out.feed_eof()
+            self._acp.feed_eof()
 
     def _route_stdout_line(self, line: bytes) -> None:
         stripped = line.strip()
-        if stripped.startswith(b"{"):
-            self._acp_out.feed_data(stripped + b"\n")
-        elif stripped:
+        if stripped.startswith(b"{") and self._acp.feed_line(stripped):
+            return
+        if stripped:
             self._stray_stdout.feed(stripped[:STDERR_MAX_LINE] + b"\n")
 
     async def _read_stderr(self) -> None:
