@@ -776,17 +776,32 @@ async def test_pg_terminal_session_write_waits_for_a_claim_in_progress(db: Datab
         assert await claims.expire_active_bundles(conn, db, "s1", at(200)) == []
 
 
-async def test_pg_claim_takes_the_turn_lock_before_the_session_row(db: Database) -> None:
+@pytest.mark.parametrize("reads_rows", [False, True], ids=["lock", "lock-and-read"])
+async def test_pg_claim_takes_the_turn_lock_before_the_session_row(
+    db: Database, reads_rows: bool
+) -> None:
     """The claim's one lock statement (advisory lock in its select list, FOR UPDATE) must
     take the turn lock first, as writers that take them one after the other do: while it
-    waits for the turn lock it holds no row lock (else the two orders could deadlock)."""
+    waits for the turn lock it holds no row lock (else the two orders could deadlock).
+    `reads_rows`: the statement that also locks and reads the bundle's rows (the claim
+    of a caller that knows the bundle's session, as the resolver does)."""
     if not db.is_postgres:
         pytest.skip("PostgreSQL lock order; SQLite serializes whole write transactions")
-    await one_session_bundle(db)
+    rows = await one_session_bundle(db)
     results: list[list[Message] | None] = []
 
     async def claimer() -> None:
-        results.append(await claim(db, "p1"))
+        async with db.write() as conn:
+            claimed = await claims.claim_active_bundle(
+                conn,
+                db,
+                "p1",
+                ANSWERED,
+                answers_for(rows),
+                at(100),
+                session_ids=["s1"] if reads_rows else None,
+            )
+        results.append(claimed)
 
     async with anyio.create_task_group() as group, db.write() as turn_holder:
         await turn_holder.execute(
@@ -801,7 +816,48 @@ async def test_pg_claim_takes_the_turn_lock_before_the_session_row(db: Database)
                 text("SELECT id FROM task_sessions WHERE id = 's1' FOR UPDATE NOWAIT")
             )
             assert locked.scalar_one() == "s1"
+            bundle_rows = await other.execute(
+                text(
+                    "SELECT id FROM task_session_messages WHERE session_id = 's1' FOR UPDATE NOWAIT"
+                )
+            )
+            assert sorted(bundle_rows.scalars()) == sorted(m.id for m in rows)
     assert results and results[0] is not None  # it claimed once the turn lock was free
+
+
+async def test_pg_a_losing_claim_reads_the_winners_rows_in_its_lock_statement(
+    db: Database,
+) -> None:
+    """A claim that waited for the winner's commit on the bundle's locks gets the rows as
+    the winner left them from its own lock statement (no read after the claim): PostgreSQL
+    re-reads a row it locks at its newest version, not the version its snapshot saw."""
+    if not db.is_postgres:
+        pytest.skip("PostgreSQL row locks; SQLite serializes whole write transactions")
+    rows = await one_session_bundle(db)
+    winning = answers_for(rows)
+    losing = {q: {**r, "selected_options": ["other"]} for q, r in winning.items()}
+    attempts: list[claims.ClaimAttempt] = []
+
+    async def loser() -> None:
+        async with db.write() as conn:
+            attempt = await claims.attempt_claim(
+                conn, db, "p1", ANSWERED, losing, at(101), session_ids=["s1"], reread=False
+            )
+            attempts.append(attempt)
+
+    async with anyio.create_task_group() as group, db.write() as conn:
+        won = await claims.claim_active_bundle(
+            conn, db, "p1", ANSWERED, winning, at(100), session_ids=["s1"]
+        )
+        assert won is not None
+        group.start_soon(loser)
+        await wait_for_lock_waiter(db)  # the loser waits for our commit
+    (attempt,) = attempts
+    assert attempt.claimed is None
+    assert attempt.seen is not None, "the lock statement read the bundle"
+    assert [m.id for m in attempt.seen] == [m.id for m in rows]
+    assert [m.metadata["status"] for m in attempt.seen] == [ANSWERED, ANSWERED]
+    assert {m.metadata["question_id"]: m.metadata["response"] for m in attempt.seen} == winning
 
 
 async def test_reservation_needs_its_recovery_identity(db: Database) -> None:

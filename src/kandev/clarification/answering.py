@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.identity import current_identity
 from kandev.catalog import messages as kinds
-from kandev.clarification.claims import claim_active_bundle, read_failed_claim
+from kandev.clarification.claims import attempt_claim, read_failed_claim
 from kandev.clarification.delivery import AnswerDelivery
 from kandev.clarification.outcome import Outcome, validate_outcome
 from kandev.clarification.reading import NO_LONGER_ACTIVE, BundleReader
@@ -80,7 +80,7 @@ class ResolveBundle:
         turn = await self._claims.acquire(pending_id)
         try:
             async with self.db.write() as conn:
-                claimed = await claim_active_bundle(
+                attempt = await attempt_claim(
                     conn,
                     self.db,
                     pending_id,
@@ -89,8 +89,9 @@ class ResolveBundle:
                     self.clock.now(),
                     reject_reason=outcome.reject_reason if outcome.rejected else "",
                     session_ids=sorted({m.session_id for m in bundle.messages}),
-                    reread=False,  # a loser re-reads below, with the locks released
+                    reread=False,  # unless the lock read the rows: re-read below, unlocked
                 )
+                claimed = attempt.claimed
                 turn.release()  # the next claim may begin (see above)
                 if claimed is not None:
                     answer = await self._insert_answer_message(conn, bundle, claimed, outcome, via)
@@ -99,10 +100,12 @@ class ResolveBundle:
         finally:
             turn.release()  # a failed claim or transaction (release is idempotent)
         if claimed is None:
-            async with self.db.read() as conn:
-                seen = await read_failed_claim(
-                    conn, pending_id, outcome.status, outcome.responses()
-                )
+            seen = attempt.seen
+            if seen is None:
+                async with self.db.read() as conn:
+                    seen = await read_failed_claim(
+                        conn, pending_id, outcome.status, outcome.responses()
+                    )
             return self._loser(pending_id, seen)
         log_event(
             log,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -68,14 +69,18 @@ from kandev.clarification.predicates import (
     well_formed,
 )
 from kandev.db.direct import DirectStatement
-from kandev.db.engine import Database
+from kandev.db.engine import Database, require_transaction
 from kandev.db.json_sql import json_remove_keys, json_set_keys, json_truthy
 from kandev.db.sql_literals import constant
 from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
 from kandev.sessions.models import Message
-from kandev.sessions.turns import lock_session_turn_and_row, lock_session_turns
+from kandev.sessions.turns import (
+    lock_session_turn_and_row,
+    lock_session_turns,
+    turn_lock_column,
+)
 
 
 class ClarificationStateError(KandevError):
@@ -152,7 +157,57 @@ async def lock_bundle(
     )
 
 
+async def lock_and_read_bundle(
+    conn: AsyncConnection,
+    db: Database,
+    pending_id: str,
+    session_ids: Sequence[str],
+) -> list[Message] | None:
+    """`lock_bundle`, and on PostgreSQL for a one-session bundle (every bundle an agent
+    asks is one) the bundle's rows as they are once the locks are ours, read by the lock
+    statement itself; None otherwise (SQLite, several sessions: read them yourself).
+
+    One statement: the turn lock in its select list (taken while the row is read), then
+    FOR UPDATE of the session row and the bundle's rows. A row a concurrent claim changed
+    while we waited for the turn lock is re-read at its newest version (READ COMMITTED
+    re-checks a row it locks), so the rows are what a read after the locks would see —
+    and, as they stay locked, what a read after a claim that claimed nothing would see."""
+    ids = sorted(set(session_ids))
+    if not db.is_postgres or len(ids) != 1:
+        await lock_bundle(conn, db, pending_id, ids)
+        return None
+    require_transaction(conn)
+    rows = await _locked_bundle_statement().rows(
+        conn, {"session_id": ids[0], "pending_id": pending_id}
+    )
+    if not rows:  # the rows are gone: the locks still, as lock_bundle takes them
+        await lock_session_turn_and_row(conn, db, ids[0])
+        return None
+    return [Message.from_row(row) for row in rows]
+
+
+@functools.cache
+def _locked_bundle_statement() -> DirectStatement:
+    return DirectStatement(
+        select(turn_lock_column(sessions.c.id).label("turn_lock"), *messages.c)
+        .select_from(sessions.join(messages, messages.c.session_id == sessions.c.id))
+        .where(sessions.c.id == bindparam("session_id"), of_bundle(bindparam("pending_id")))
+        .order_by(messages.c.created_at, messages.c.id)
+        .with_for_update()
+    )
+
+
 # --- the claim and its two endings ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimAttempt:
+    """A claim's outcome: the rows it claimed (None: nothing claimed), and for a claim
+    that claimed nothing the bundle's rows when the claim's own lock statement already
+    read them (`lock_and_read_bundle`), else None."""
+
+    claimed: list[Message] | None
+    seen: list[Message] | None = None
 
 
 async def claim_active_bundle(
@@ -167,6 +222,33 @@ async def claim_active_bundle(
     session_ids: Sequence[str] | None = None,
     reread: bool = True,
 ) -> list[Message] | None:
+    """`attempt_claim`'s claimed rows (see there)."""
+    attempt = await attempt_claim(
+        conn,
+        db,
+        pending_id,
+        status,
+        responses,
+        now,
+        reject_reason,
+        session_ids=session_ids,
+        reread=reread,
+    )
+    return attempt.claimed
+
+
+async def attempt_claim(
+    conn: AsyncConnection,
+    db: Database,
+    pending_id: str,
+    status: str,
+    responses: dict[str, dict[str, Any]] | None,
+    now: datetime,
+    reject_reason: str = "",
+    *,
+    session_ids: Sequence[str] | None = None,
+    reread: bool = True,
+) -> ClaimAttempt:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
     The guarded UPDATE below is the only claim statement: exactly one concurrent caller
@@ -181,10 +263,16 @@ async def claim_active_bundle(
 
     Not claimed: `read_failed_claim` runs in this transaction, unless `reread` is False —
     the caller then runs it itself, e.g. after the commit, so the locks are not held across
-    one more round trip (R2a: the re-read need not agree with the claim).
+    one more round trip (R2a: the re-read need not agree with the claim). Either way, when
+    the lock statement read the bundle's rows (`session_ids` given, PostgreSQL), they are
+    `seen` and checked as `read_failed_claim` checks what it reads, with no read.
     """
     _check_terminal(status)
-    await lock_bundle(conn, db, pending_id, session_ids)
+    if session_ids is None:
+        await lock_bundle(conn, db, pending_id)
+        locked_rows = None
+    else:
+        locked_rows = await lock_and_read_bundle(conn, db, pending_id, session_ids)
     answers = sorted((responses or {}).items()) if status == ANSWERED else []
     with_reason = status != ANSWERED and bool(reject_reason)
     params: dict[str, Any] = {"pending_id": pending_id, "now": now}
@@ -197,10 +285,14 @@ async def claim_active_bundle(
     statement = _claim_statement(status, len(answers), with_reason)
     claimed = _ordered(await statement.rows(conn, params))
     if claimed:
-        return claimed
+        return ClaimAttempt(claimed)
+    if locked_rows is not None:
+        return ClaimAttempt(
+            None, await read_failed_claim(conn, pending_id, status, responses, locked_rows)
+        )
     if reread:
-        await read_failed_claim(conn, pending_id, status, responses)
-    return None
+        return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses))
+    return ClaimAttempt(None)
 
 
 async def read_failed_claim(
@@ -208,12 +300,15 @@ async def read_failed_claim(
     pending_id: str,
     status: str,
     responses: dict[str, dict[str, Any]] | None,
+    rows: list[Message] | None = None,
 ) -> list[Message]:
-    """After a claim that claimed nothing: every row of the bundle, read once — what a
-    losing caller replays (R2). Raises ClarificationStateError when a row is still pending
-    that the claim could not complete (the diagnosis runs only then: a decided bundle, the
-    usual loser's, cannot be incomplete)."""
-    rows = await find_bundle_messages(conn, pending_id)
+    """After a claim that claimed nothing: every row of the bundle, read once (unless
+    `rows` are the rows the claim's lock statement read) — what a losing caller replays
+    (R2). Raises ClarificationStateError when a row is still pending that the claim could
+    not complete (the diagnosis runs only then: a decided bundle, the usual loser's,
+    cannot be incomplete)."""
+    if rows is None:
+        rows = await find_bundle_messages(conn, pending_id)
     if any(_pending_status(row.metadata.get(STATUS_KEY)) for row in rows):
         await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
     return rows
