@@ -792,16 +792,11 @@ async def test_pg_claim_takes_the_turn_lock_before_the_session_row(
 
     async def claimer() -> None:
         async with db.write() as conn:
-            claimed = await claims.claim_active_bundle(
-                conn,
-                db,
-                "p1",
-                ANSWERED,
-                answers_for(rows),
-                at(100),
-                session_ids=["s1"] if reads_rows else None,
+            held = await claims.lock_and_read_bundle(conn, db, "p1") if reads_rows else None
+            attempt = await claims.attempt_claim(
+                conn, db, "p1", ANSWERED, answers_for(rows), at(100), held=held
             )
-        results.append(claimed)
+        results.append(attempt.claimed)
 
     async with anyio.create_task_group() as group, db.write() as turn_holder:
         await turn_holder.execute(
@@ -840,8 +835,9 @@ async def test_pg_a_losing_claim_reads_the_winners_rows_in_its_lock_statement(
 
     async def loser() -> None:
         async with db.write() as conn:
+            held = await claims.lock_and_read_bundle(conn, db, "p1")
             attempt = await claims.attempt_claim(
-                conn, db, "p1", ANSWERED, losing, at(101), session_ids=["s1"], reread=False
+                conn, db, "p1", ANSWERED, losing, at(101), reread=False, held=held
             )
             attempts.append(attempt)
 
@@ -854,7 +850,7 @@ async def test_pg_a_losing_claim_reads_the_winners_rows_in_its_lock_statement(
         await wait_for_lock_waiter(db)  # the loser waits for our commit
     (attempt,) = attempts
     assert attempt.claimed is None
-    assert attempt.seen is not None, "the lock statement read the bundle"
+    assert attempt.seen is not None, "the rows read under the locks"
     assert [m.id for m in attempt.seen] == [m.id for m in rows]
     assert [m.metadata["status"] for m in attempt.seen] == [ANSWERED, ANSWERED]
     assert {m.metadata["question_id"]: m.metadata["response"] for m in attempt.seen} == winning

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.identity import current_identity
 from kandev.catalog import messages as kinds
-from kandev.clarification.claims import attempt_claim, read_failed_claim
+from kandev.clarification.claims import attempt_claim, lock_and_read_bundle
 from kandev.clarification.delivery import AnswerDelivery
 from kandev.clarification.outcome import Outcome, validate_outcome
 from kandev.clarification.reading import NO_LONGER_ACTIVE, BundleReader
@@ -66,12 +66,11 @@ class ResolveBundle:
         the claim's transaction as one user message of the conversation (never for a loser).
 
         Identity and authorization (M5, A1-A8), validation and normalization (N3a, N6-N8b,
-        L16), then the claim — never re-deriving activeness first (P2). The winner delivers
+        L16), then the claim — never re-deriving activeness first (P2) — in one write
+        transaction, on the bundle as read once its locks are held. The winner delivers
         through the live waiter or a resume turn; a loser is told what the winner decided
         (R2b), or 409 when nobody won (the bundle is simply no longer active).
         """
-        bundle = await self.reader.authorized_bundle(pending_id)
-        outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
         events = PendingEvents(self.recorder.bus)
         # Claims of one bundle queue here, not on its session lock inside a transaction
         # that holds a connection slot (see KeyedLocks); the claim still decides (P2). The
@@ -80,6 +79,10 @@ class ResolveBundle:
         turn = await self._claims.acquire(pending_id)
         try:
             async with self.db.write() as conn:
+                # Read once its locks are ours: a loser replays these rows, no read after.
+                held = await lock_and_read_bundle(conn, self.db, pending_id)
+                bundle = await self.reader.authorize(conn, pending_id, held.rows, held.task_rows)
+                outcome = validate_outcome(bundle.questions, answers, rejected, reject_reason)
                 attempt = await attempt_claim(
                     conn,
                     self.db,
@@ -88,8 +91,7 @@ class ResolveBundle:
                     outcome.responses(),
                     self.clock.now(),
                     reject_reason=outcome.reject_reason if outcome.rejected else "",
-                    session_ids=sorted({m.session_id for m in bundle.messages}),
-                    reread=False,  # unless the lock read the rows: re-read below, unlocked
+                    held=held,
                 )
                 claimed = attempt.claimed
                 turn.release()  # the next claim may begin (see above)
@@ -100,13 +102,8 @@ class ResolveBundle:
         finally:
             turn.release()  # a failed claim or transaction (release is idempotent)
         if claimed is None:
-            seen = attempt.seen
-            if seen is None:
-                async with self.db.read() as conn:
-                    seen = await read_failed_claim(
-                        conn, pending_id, outcome.status, outcome.responses()
-                    )
-            return self._loser(pending_id, seen)
+            assert attempt.seen is not None  # the held rows
+            return self._loser(pending_id, attempt.seen)
         log_event(
             log,
             logging.INFO,

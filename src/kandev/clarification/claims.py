@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import BindParameter
 
+from kandev.board.task_repository import with_task_owner
 from kandev.catalog.messages import (
     AGENT_DISCONNECTED_KEY,
     ANSWERED,
@@ -57,7 +58,11 @@ from kandev.catalog.messages import (
     STATUS_KEY,
     VIA_TOOL_CALL,
 )
-from kandev.clarification.bundles import find_bundle_messages, select_messages
+from kandev.clarification.bundles import (
+    find_bundle_authorizable,
+    find_bundle_messages,
+    select_messages,
+)
 from kandev.clarification.predicates import (
     delivery_pending,
     is_pending,
@@ -157,43 +162,68 @@ async def lock_bundle(
     )
 
 
-async def lock_and_read_bundle(
-    conn: AsyncConnection,
-    db: Database,
-    pending_id: str,
-    session_ids: Sequence[str],
-) -> list[Message] | None:
-    """`lock_bundle`, and on PostgreSQL for a one-session bundle (every bundle an agent
-    asks is one) the bundle's rows as they are once the locks are ours, read by the lock
-    statement itself; None otherwise (SQLite, several sessions: read them yourself).
+@dataclass(frozen=True)
+class HeldBundle:
+    """A bundle read inside the transaction that claims it, once its locks are held: its
+    rows, and per task they name the row that authorizes it (`with_task_owner`)."""
 
-    One statement: the turn lock in its select list (taken while the row is read), then
-    FOR UPDATE of the session row and the bundle's rows. A row a concurrent claim changed
-    while we waited for the turn lock is re-read at its newest version (READ COMMITTED
-    re-checks a row it locks), so the rows are what a read after the locks would see —
-    and, as they stay locked, what a read after a claim that claimed nothing would see."""
-    ids = sorted(set(session_ids))
-    if not db.is_postgres or len(ids) != 1:
-        await lock_bundle(conn, db, pending_id, ids)
-        return None
+    rows: list[Message]
+    task_rows: dict[str, Mapping[Any, Any]]
+
+
+async def lock_and_read_bundle(conn: AsyncConnection, db: Database, pending_id: str) -> HeldBundle:
+    """The bundle's locks (`lock_bundle`), then its rows as they are once the locks are
+    ours — so a claim that claims nothing can replay them with no read after it.
+
+    SQLite: the write transaction already serializes every writer: one read. PostgreSQL,
+    a bundle of one session (every bundle an agent asks is one): one statement, the turn
+    lock in its select list (taken while the row is read), then FOR UPDATE of the session
+    row and the bundle's rows. A row a concurrent claim changed while we waited for the
+    turn lock is read at its newest version (READ COMMITTED re-checks a row it locks), not
+    the one the statement's snapshot saw. Rows of several sessions (or none under a session
+    row): the first session's locks are ours and it sorts first, so `lock_bundle` takes
+    every session's in sorted order, and one read follows."""
     require_transaction(conn)
-    rows = await _locked_bundle_statement().rows(
-        conn, {"session_id": ids[0], "pending_id": pending_id}
-    )
-    if not rows:  # the rows are gone: the locks still, as lock_bundle takes them
-        await lock_session_turn_and_row(conn, db, ids[0])
-        return None
-    return [Message.from_row(row) for row in rows]
+    if db.is_postgres:
+        found = await _locked_bundle_statement().rows(conn, {"pending_id": pending_id})
+        if found and found[0]["bundle_sessions"] == 1:
+            return _held(found)
+        await lock_bundle(conn, db, pending_id)
+    rows, task_rows = await find_bundle_authorizable(conn, pending_id)
+    return HeldBundle(rows, task_rows)
+
+
+def _held(found: Sequence[Mapping[str, Any]]) -> HeldBundle:
+    task_rows = {row["task_id"]: row for row in found if row["task_id"]}
+    return HeldBundle([Message.from_row(row) for row in found], task_rows)
 
 
 @functools.cache
 def _locked_bundle_statement() -> DirectStatement:
+    """PostgreSQL: the bundle's rows of its first session with their task's authorizing
+    columns and how many sessions the bundle has, taking that session's turn lock, then
+    the session row and those rows FOR UPDATE."""
+    pending_id: BindParameter[str] = bindparam("pending_id")
+    sibling = messages.alias("bundle_sibling")
+    first_session = (
+        select(func.min(sibling.c.session_id)).where(of_bundle(pending_id, sibling))
+    ).scalar_subquery()
+    bundle_sessions = (
+        select(func.count(sibling.c.session_id.distinct())).where(of_bundle(pending_id, sibling))
+    ).scalar_subquery()
+    with_session = messages.join(sessions, sessions.c.id == messages.c.session_id)
+    joined, owner_columns = with_task_owner(with_session, messages.c.task_id)
     return DirectStatement(
-        select(turn_lock_column(sessions.c.id).label("turn_lock"), *messages.c)
-        .select_from(sessions.join(messages, messages.c.session_id == sessions.c.id))
-        .where(sessions.c.id == bindparam("session_id"), of_bundle(bindparam("pending_id")))
+        select(
+            turn_lock_column(sessions.c.id).label("turn_lock"),
+            bundle_sessions.label("bundle_sessions"),
+            *messages.c,
+            *owner_columns,
+        )
+        .select_from(joined)
+        .where(of_bundle(pending_id), messages.c.session_id == first_session)
         .order_by(messages.c.created_at, messages.c.id)
-        .with_for_update()
+        .with_for_update(of=[messages, sessions])
     )
 
 
@@ -203,8 +233,8 @@ def _locked_bundle_statement() -> DirectStatement:
 @dataclass(frozen=True)
 class ClaimAttempt:
     """A claim's outcome: the rows it claimed (None: nothing claimed), and for a claim
-    that claimed nothing the bundle's rows when the claim's own lock statement already
-    read them (`lock_and_read_bundle`), else None."""
+    that claimed nothing the bundle's rows as the caller replays them (R2), when read:
+    `held` rows, or `reread`."""
 
     claimed: list[Message] | None
     seen: list[Message] | None = None
@@ -248,6 +278,7 @@ async def attempt_claim(
     *,
     session_ids: Sequence[str] | None = None,
     reread: bool = True,
+    held: HeldBundle | None = None,
 ) -> ClaimAttempt:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
 
@@ -263,16 +294,16 @@ async def attempt_claim(
 
     Not claimed: `read_failed_claim` runs in this transaction, unless `reread` is False —
     the caller then runs it itself, e.g. after the commit, so the locks are not held across
-    one more round trip (R2a: the re-read need not agree with the claim). Either way, when
-    the lock statement read the bundle's rows (`session_ids` given, PostgreSQL), they are
-    `seen` and checked as `read_failed_claim` checks what it reads, with no read.
+    one more round trip (R2a: the re-read need not agree with the claim).
+
+    `held`: the caller took the bundle's locks and read it in this transaction
+    (`lock_and_read_bundle`): no lock statement here, and a claim that claims nothing
+    returns those rows as `seen` (checked as `read_failed_claim` checks what it reads),
+    with no read — nobody could change them since.
     """
     _check_terminal(status)
-    if session_ids is None:
-        await lock_bundle(conn, db, pending_id)
-        locked_rows = None
-    else:
-        locked_rows = await lock_and_read_bundle(conn, db, pending_id, session_ids)
+    if held is None:
+        await lock_bundle(conn, db, pending_id, session_ids)
     answers = sorted((responses or {}).items()) if status == ANSWERED else []
     with_reason = status != ANSWERED and bool(reject_reason)
     params: dict[str, Any] = {"pending_id": pending_id, "now": now}
@@ -286,9 +317,9 @@ async def attempt_claim(
     claimed = _ordered(await statement.rows(conn, params))
     if claimed:
         return ClaimAttempt(claimed)
-    if locked_rows is not None:
+    if held is not None:
         return ClaimAttempt(
-            None, await read_failed_claim(conn, pending_id, status, responses, locked_rows)
+            None, await read_failed_claim(conn, pending_id, status, responses, held.rows)
         )
     if reread:
         return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.auth.identity import caller_scope
 from kandev.clarification.bundles import find_bundle_authorizable
@@ -13,6 +16,7 @@ from kandev.db.engine import Database
 from kandev.errors import NotFound
 from kandev.sessions import session_repository as sessions_repo
 from kandev.sessions.access import AccessRules
+from kandev.sessions.models import Message
 
 BUNDLE_NOT_FOUND = "clarification request not found"
 NO_LONGER_ACTIVE = "clarification request is no longer active"
@@ -28,23 +32,34 @@ class BundleReader:
         """The bundle, if it exists and its task is visible; else the same 404 for both."""
         async with self.db.read() as conn:
             rows, task_rows = await find_bundle_authorizable(conn, pending_id)
-            if not rows:
+            return await self.authorize(conn, pending_id, rows, task_rows)
+
+    async def authorize(
+        self,
+        conn: AsyncConnection,
+        pending_id: str,
+        rows: list[Message],
+        task_rows: Mapping[str, Mapping[Any, Any]],
+    ) -> Bundle:
+        """`authorized_bundle` for rows already read (`find_bundle_authorizable`, or the
+        claim's `lock_and_read_bundle`), with per task the row that authorizes it."""
+        if not rows:
+            raise NotFound(BUNDLE_NOT_FOUND)
+        bundle = Bundle.from_messages(pending_id, rows)
+        # M5: the rows' task_id, else the session's. M5a: with neither, only an unscoped
+        # caller may reach the bundle (a scoped one gets the same 404 as a missing id).
+        task_id = bundle.task_id or await sessions_repo.session_task_id(conn, bundle.session_id)
+        if not task_id:
+            if caller_scope() is not None:
                 raise NotFound(BUNDLE_NOT_FOUND)
-            bundle = Bundle.from_messages(pending_id, rows)
-            # M5: the rows' task_id, else the session's. M5a: with neither, only an unscoped
-            # caller may reach the bundle (a scoped one gets the same 404 as a missing id).
-            task_id = bundle.task_id or await sessions_repo.session_task_id(conn, bundle.session_id)
-            if not task_id:
-                if caller_scope() is not None:
-                    raise NotFound(BUNDLE_NOT_FOUND)
-                return bundle
-            try:
-                if task_id in task_rows:  # read along with the bundle's rows
-                    self.access.authorize_task_row(task_rows[task_id])
-                else:
-                    await self.access.authorize_task(conn, task_id)
-            except NotFound:
-                raise NotFound(BUNDLE_NOT_FOUND) from None
+            return bundle
+        try:
+            if task_id in task_rows:  # read along with the bundle's rows
+                self.access.authorize_task_row(task_rows[task_id])
+            else:
+                await self.access.authorize_task(conn, task_id)
+        except NotFound:
+            raise NotFound(BUNDLE_NOT_FOUND) from None
         return bundle
 
     async def list_pending(
