@@ -17,7 +17,11 @@ drive it with the very clients they drive Kandev with:
 - `POST /api/v1/sessions`: spawns the trivial ACP agent (ACP SDK), initialize + new session;
   `POST /api/v1/sessions/{id}/prompt`: answers with a turn id at once, sends the prompt with
   the ACP SDK and publishes `session.turn.completed` on the SSE stream when it returns;
-- `GET /api/v1/events`: the SSE stream; `GET /health`.
+- `GET /api/v1/events`: the SSE stream; `GET /health`;
+- MCP tool `list_pending_questions_kandev(limit, cursor)`, when `BARE_LIST_DB` (a SQLite
+  file or a postgresql:// URL) and `BARE_LIST_SQL` (one statement, values inlined) are set:
+  runs that statement on one connection of the bare driver and returns its rows as they
+  come (the list benchmark's page over MCP on the same stack, with no Kandev).
 
 Run (the benchmarks do it through `bench.common.bare_server`):
     .venv/bin/python -m bench.bare_apps --port 8765
@@ -28,6 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sqlite3
 import sys
 import tempfile
 import uuid
@@ -41,6 +47,7 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent
 from starlette.routing import Route
 
 AGENT = str(Path(__file__).with_name("trivial_agent.py"))
@@ -128,6 +135,22 @@ def create_app() -> FastAPI:
         """Answer a pending question (one winner)."""
         return claim(pending_id, answers)
 
+    lister = _bare_lister()
+    if lister is not None:
+
+        @mcp.tool()
+        async def list_pending_questions_kandev(
+            limit: int = 50, cursor: str = ""
+        ) -> CallToolResult:
+            """One page of the list benchmark's statement, rows as the driver returns them
+            (structured, and as compact JSON text: what Kandev's tools return)."""
+            rows = await lister()
+            page = {"rows": rows, "count": len(rows), "next_cursor": ""}
+            text = json.dumps(page, separators=(",", ":"))
+            return CallToolResult(
+                content=[TextContent(type="text", text=text)], structured_content=page
+            )
+
     mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -208,6 +231,42 @@ def create_app() -> FastAPI:
         return {"turn_id": turn_id}
 
     return app
+
+
+def _bare_lister() -> Any:
+    """The list statement on one connection of the bare driver (sqlite3 or asyncpg), or
+    None when the list benchmark did not ask for it."""
+    target, sql = os.environ.get("BARE_LIST_DB"), os.environ.get("BARE_LIST_SQL")
+    if not target or not sql:
+        return None
+    if target.startswith("postgresql"):
+        import asyncpg
+
+        conn: Any = None
+
+        async def pg_rows() -> list[dict[str, Any]]:
+            nonlocal conn
+            if conn is None:
+                conn = await asyncpg.connect(target)
+            return [_plain(dict(r)) for r in await conn.fetch(sql)]
+
+        return pg_rows
+    db = sqlite3.connect(target, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+
+    async def sqlite_rows() -> list[dict[str, Any]]:
+        return [_plain(dict(r)) for r in db.execute(sql).fetchall()]
+
+    return sqlite_rows
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """JSON values: timestamps as ISO text, a JSON column as the object it holds (not a
+    string of JSON escaped once more)."""
+    out = {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in row.items()}
+    if isinstance(out.get("metadata"), str):
+        out["metadata"] = json.loads(out["metadata"])
+    return out
 
 
 def main() -> None:

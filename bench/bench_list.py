@@ -14,7 +14,9 @@ are theirs, interleaved with the 1,800 they may not see):
 4. an unscoped caller (sees all 2,000) for comparison;
 5. unless --no-mcp: the same call over the real external MCP endpoint (`kandev serve --auth`
    on the seeded database, official MCP client, a personal access token of the scoped
-   user), against the same bare SQL floor measured in the same run (target ≤ 1.7x).
+   user), against the same bare SQL floor measured in the same run (target ≤ 1.7x), and
+   against the same-stack floor: the bare app's MCP SDK tool (bench/bare_apps.py) running
+   that SQL on one driver connection and returning its rows, through the same MCP client.
 
 On SQLite and PostgreSQL (--database; PostgreSQL is a throwaway server unless --postgres
 names one); each measurement is repeated --repeat times on the seeded data, figures are
@@ -44,6 +46,7 @@ from sqlalchemy import insert, update
 from bench.common import (
     Table,
     add_database_args,
+    bare_server,
     databases,
     kandev_server,
     median_ms,
@@ -457,24 +460,35 @@ async def over_mcp(
     runs: list[list[float]] = []
     walks: list[list[float]] = []
     floors: list[list[float]] = []
+    bare_mcp: list[list[float]] = []
+    sizes: dict[str, int] = {}
     started = time.perf_counter()
-    with kandev_server(home, "--auth", database_url=database_url) as (url, _proc):
+    bare_env = {"BARE_LIST_DB": database_url or str(home / "kandev.db"), "BARE_LIST_SQL": statement}
+    with (
+        kandev_server(home, "--auth", database_url=database_url) as (url, _proc),
+        bare_server(home / "bare", bare_env) as (bare_url, _bare_proc),
+    ):
         print(f"  kandev serve --auth up in {time.perf_counter() - started:.1f} s", flush=True)
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=60) as http,
             Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+            httpx2.AsyncClient(timeout=60) as bare_http,
+            Client(streamable_http_client(f"{bare_url}/mcp", http_client=bare_http)) as same_stack,
         ):
 
-            async def call(cursor: str = "") -> dict[str, Any]:
+            async def call(cursor: str = "", on: Any = client) -> dict[str, Any]:
                 args: dict[str, Any] = {"limit": PAGE}
                 if cursor:
                     args["cursor"] = cursor
-                result = await client.call_tool("list_pending_questions_kandev", args)
+                result = await on.call_tool("list_pending_questions_kandev", args)
                 assert not result.is_error, result
+                sizes[(on is client and "kandev") or "bare"] = len(result.content[0].text)
                 return result.structured_content
 
             assert (await call())["count"] == PAGE
+            bare_rows = (await call(on=same_stack))["rows"]
+            assert _bundles([list(r.values()) for r in bare_rows]) == PAGE + 1
             seen = 0
             for _ in range(repeat):
                 latencies = []
@@ -484,6 +498,12 @@ async def over_mcp(
                     latencies.append(time.perf_counter() - start)
                 runs.append(latencies)
                 floors.append(await bare(statement, calls))
+                same = []
+                for _ in range(calls):
+                    start = time.perf_counter()
+                    await call(on=same_stack)
+                    same.append(time.perf_counter() - start)
+                bare_mcp.append(same)
                 cursor, seen, walk = "", 0, []
                 for _ in range(max(1, calls // 8)):
                     while True:
@@ -498,7 +518,9 @@ async def over_mcp(
     print(f"  over MCP (kandev serve --auth, {email}), last run:")
     print(f"  first page, MCP tool call  : {summary_ms(runs[-1])}")
     print(f"  cursor walk, MCP           : {summary_ms(walks[-1])}")
-    return {"first_page": runs, "walk": walks, "floor": floors}
+    print(f"  the same SQL, bare MCP SDK : {summary_ms(bare_mcp[-1])}")
+    print(f"  page text: Kandev {sizes['kandev']:,} bytes, bare {sizes['bare']:,} bytes")
+    return {"first_page": runs, "walk": walks, "floor": floors, "bare_mcp": bare_mcp}
 
 
 async def _postgres_url(arg: str) -> tuple[str, Callable[[], Awaitable[None]]]:
@@ -597,6 +619,11 @@ async def main() -> None:
                 f"list cursor-walk page over MCP, p50 [{name}]",
                 per_run_ms(m["walk"], 50),
                 per_run_ms(m["floor"], 50),
+            )
+            table.add(
+                f"list page over MCP, p50, vs the bare MCP SDK serving the same SQL [{name}]",
+                per_run_ms(m["first_page"], 50),
+                per_run_ms(m["bare_mcp"], 50),
             )
         for p in (50, 95):
             table.add(

@@ -96,12 +96,15 @@ def kandev_server(
 
 
 @contextmanager
-def bare_server(log_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """The bare same-stack app (bench/bare_apps.py) on a free loopback port."""
+def bare_server(
+    log_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The bare same-stack app (bench/bare_apps.py) on a free loopback port (`env`: more
+    of its environment, e.g. the list benchmark's BARE_LIST_*)."""
     port = free_port()
     with served(
         [sys.executable, "-m", "bench.bare_apps", "--port", str(port)],
-        {**os.environ},
+        {**os.environ, **(env or {})},
         log_dir / "bare.log",
         port,
         "the bare app",
