@@ -334,10 +334,10 @@ async def read_failed_claim(
     rows: list[Message] | None = None,
 ) -> list[Message]:
     """After a claim that claimed nothing: every row of the bundle, read once (unless
-    `rows` are the rows the claim's lock statement read) — what a losing caller replays
-    (R2). Raises ClarificationStateError when a row is still pending that the claim could
-    not complete (the diagnosis runs only then: a decided bundle, the usual loser's,
-    cannot be incomplete)."""
+    `rows`: the rows read under the claim's locks, `lock_and_read_bundle`) — what a
+    losing caller replays (R2). Raises ClarificationStateError when a row is still
+    pending that the claim could not complete (the diagnosis runs only then: a decided
+    bundle, the usual loser's, cannot be incomplete)."""
     if rows is None:
         rows = await find_bundle_messages(conn, pending_id)
     if any(_pending_status(row.metadata.get(STATUS_KEY)) for row in rows):
