@@ -240,31 +240,9 @@ class ClaimAttempt:
     seen: list[Message] | None = None
 
 
-async def claim_active_bundle(
-    conn: AsyncConnection,
-    db: Database,
-    pending_id: str,
-    status: str,
-    responses: dict[str, dict[str, Any]] | None,
-    now: datetime,
-    reject_reason: str = "",
-    *,
-    session_ids: Sequence[str] | None = None,
-    reread: bool = True,
-) -> list[Message] | None:
-    """`attempt_claim`'s claimed rows (see there)."""
-    attempt = await attempt_claim(
-        conn,
-        db,
-        pending_id,
-        status,
-        responses,
-        now,
-        reject_reason,
-        session_ids=session_ids,
-        reread=reread,
-    )
-    return attempt.claimed
+async def claim_active_bundle(*args: Any, **kwargs: Any) -> list[Message] | None:
+    """`attempt_claim` (the same arguments): the rows it claimed, None when none."""
+    return (await attempt_claim(*args, **kwargs)).claimed
 
 
 async def attempt_claim(
