@@ -60,10 +60,12 @@ async def test_sending_to_an_agent_that_is_gone_raises_a_connection_error() -> N
     await proc.wait()
     sent: list[dict[str, Any]] = []
     transport = StdioTransport(proc.stdin, on_sent=sent.append)
+    returned = 0
     with anyio.fail_after(WAIT_SECONDS), pytest.raises(ConnectionError):
-        for _ in range(64):  # the first write may land in the pipe's buffer
+        for _ in range(64):  # a first write may still land before the pipe is seen closed
             await transport.send({"jsonrpc": "2.0", "method": "x", "params": "y" * 4096})
-    assert all(m["method"] == "x" for m in sent)  # nothing reported for the failed one
+            returned += 1
+    assert len(sent) == returned  # the send that failed was not reported as sent
 
 
 async def test_json_objects_reach_the_sdk_in_order_and_anything_else_is_refused() -> None:
