@@ -837,14 +837,12 @@ async def test_pg_a_losing_claim_reads_the_winners_rows_in_its_lock_statement(
         async with db.write() as conn:
             held = await claims.lock_and_read_bundle(conn, db, "p1")
             attempt = await claims.attempt_claim(
-                conn, db, "p1", ANSWERED, losing, at(101), reread=False, held=held
+                conn, db, "p1", ANSWERED, losing, at(101), held=held
             )
             attempts.append(attempt)
 
     async with anyio.create_task_group() as group, db.write() as conn:
-        won = await claims.claim_active_bundle(
-            conn, db, "p1", ANSWERED, winning, at(100), session_ids=["s1"]
-        )
+        won = await claims.claim_active_bundle(conn, db, "p1", ANSWERED, winning, at(100))
         assert won is not None
         group.start_soon(loser)
         await wait_for_lock_waiter(db)  # the loser waits for our commit

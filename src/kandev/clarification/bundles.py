@@ -8,7 +8,7 @@ inside the caller's transaction (`async with db.write() as conn` or `db.read()`)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,14 +142,17 @@ async def find_bundle_authorizable(
 ) -> tuple[list[Message], dict[str, Mapping[Any, Any]]]:
     """`find_bundle_messages`, with the row the access rules authorize each named task from
     (board.task_repository.with_task_owner), read by the same statement (built once)."""
-    found: list[Message] = []
-    tasks_by_id: dict[str, Mapping[Any, Any]] = {}
     rows = await _authorizable_bundle_statement().rows(conn, {"pending_id": pending_id})
-    for row in rows:
-        found.append(Message.from_row(row))
-        if row["task_id"]:
-            tasks_by_id[row["task_id"]] = row
-    return found, tasks_by_id
+    return authorizable(rows)
+
+
+def authorizable(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Message], dict[str, Mapping[Any, Any]]]:
+    """A bundle's rows read with `with_task_owner`'s columns: the messages, and per task
+    they name the row that authorizes it."""
+    tasks_by_id = {row["task_id"]: row for row in rows if row["task_id"]}
+    return [Message.from_row(row) for row in rows], tasks_by_id
 
 
 async def find_active_messages(conn: AsyncConnection, session_id: str) -> list[Message]:

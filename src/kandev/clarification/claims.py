@@ -59,6 +59,7 @@ from kandev.catalog.messages import (
     VIA_TOOL_CALL,
 )
 from kandev.clarification.bundles import (
+    authorizable,
     find_bundle_authorizable,
     find_bundle_messages,
     select_messages,
@@ -187,15 +188,9 @@ async def lock_and_read_bundle(conn: AsyncConnection, db: Database, pending_id: 
     if db.is_postgres:
         found = await _locked_bundle_statement().rows(conn, {"pending_id": pending_id})
         if found and found[0]["bundle_sessions"] == 1:
-            return _held(found)
+            return HeldBundle(*authorizable(found))
         await lock_bundle(conn, db, pending_id)
-    rows, task_rows = await find_bundle_authorizable(conn, pending_id)
-    return HeldBundle(rows, task_rows)
-
-
-def _held(found: Sequence[Mapping[str, Any]]) -> HeldBundle:
-    task_rows = {row["task_id"]: row for row in found if row["task_id"]}
-    return HeldBundle([Message.from_row(row) for row in found], task_rows)
+    return HeldBundle(*await find_bundle_authorizable(conn, pending_id))
 
 
 @functools.cache
@@ -233,8 +228,7 @@ def _locked_bundle_statement() -> DirectStatement:
 @dataclass(frozen=True)
 class ClaimAttempt:
     """A claim's outcome: the rows it claimed (None: nothing claimed), and for a claim
-    that claimed nothing the bundle's rows as the caller replays them (R2), when read:
-    `held` rows, or `reread`."""
+    that claimed nothing the bundle's rows as the caller replays them (R2)."""
 
     claimed: list[Message] | None
     seen: list[Message] | None = None
@@ -254,8 +248,6 @@ async def attempt_claim(
     now: datetime,
     reject_reason: str = "",
     *,
-    session_ids: Sequence[str] | None = None,
-    reread: bool = True,
     held: HeldBundle | None = None,
 ) -> ClaimAttempt:
     """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
@@ -270,18 +262,16 @@ async def attempt_claim(
     response for it) is not claimed at all, so nothing half-claimed is ever written.
     Such a bundle raises ClarificationStateError (found by one more read, only then).
 
-    Not claimed: `read_failed_claim` runs in this transaction, unless `reread` is False —
-    the caller then runs it itself, e.g. after the commit, so the locks are not held across
-    one more round trip (R2a: the re-read need not agree with the claim).
+    Not claimed: `seen` is `read_failed_claim`'s, in this transaction (R2a: the re-read
+    need not agree with the claim).
 
     `held`: the caller took the bundle's locks and read it in this transaction
     (`lock_and_read_bundle`): no lock statement here, and a claim that claims nothing
-    returns those rows as `seen` (checked as `read_failed_claim` checks what it reads),
-    with no read — nobody could change them since.
+    replays those rows, with no read — nobody could change them since.
     """
     _check_terminal(status)
     if held is None:
-        await lock_bundle(conn, db, pending_id, session_ids)
+        await lock_bundle(conn, db, pending_id)
     answers = sorted((responses or {}).items()) if status == ANSWERED else []
     with_reason = status != ANSWERED and bool(reject_reason)
     params: dict[str, Any] = {"pending_id": pending_id, "now": now}
@@ -295,13 +285,8 @@ async def attempt_claim(
     claimed = _ordered(await statement.rows(conn, params))
     if claimed:
         return ClaimAttempt(claimed)
-    if held is not None:
-        return ClaimAttempt(
-            None, await read_failed_claim(conn, pending_id, status, responses, held.rows)
-        )
-    if reread:
-        return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses))
-    return ClaimAttempt(None)
+    rows = held.rows if held is not None else None
+    return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses, rows))
 
 
 async def read_failed_claim(
