@@ -14,9 +14,10 @@ are theirs, interleaved with the 1,800 they may not see):
 4. an unscoped caller (sees all 2,000) for comparison;
 5. unless --no-mcp: the same call over the real external MCP endpoint (`kandev serve --auth`
    on the seeded database, official MCP client, a personal access token of the scoped
-   user), against the same bare SQL floor measured in the same run (target ≤ 1.7x), and
-   against the same-stack floor: the bare app's MCP SDK tool (bench/bare_apps.py) running
-   that SQL on one driver connection and returning its rows, through the same MCP client.
+   user), against the same bare SQL floor (target ≤ 1.7x), and against the same-stack
+   floor: the bare app's MCP SDK tool (bench/bare_apps.py) running that SQL on one driver
+   connection and returning its rows, through the same MCP client. The three are
+   interleaved call by call (paired under the same machine load).
 
 On SQLite and PostgreSQL (--database; PostgreSQL is a throwaway server unless --postgres
 names one); each measurement is repeated --repeat times on the seeded data, figures are
@@ -335,34 +336,59 @@ def _bundles(rows: list[Any]) -> int:
     return len({row[0] for row in rows})
 
 
-def bare_sqlite(path: str, statement: str, n: int) -> list[float]:
-    conn = sqlite3.connect(path)
-    try:
-        out = []
-        for i in range(n + 1):
-            start = time.perf_counter()
-            assert _bundles(conn.execute(statement).fetchall()) == PAGE + 1
-            if i:
-                out.append(time.perf_counter() - start)
-        return out
-    finally:
-        conn.close()
+class Floor:
+    """The bare floor: a statement run on the driver directly, on one connection kept open
+    (its page cache as warm as Kandev's pooled connections are)."""
+
+    async def rows(self, statement: str) -> list[Any]:
+        raise NotImplementedError
+
+    async def once(self, statement: str) -> float:
+        start = time.perf_counter()
+        rows = await self.rows(statement)
+        elapsed = time.perf_counter() - start
+        assert _bundles(rows) == PAGE + 1
+        return elapsed
+
+    async def times(self, statement: str, n: int) -> list[float]:
+        await self.once(statement)  # warm-up
+        return [await self.once(statement) for _ in range(n)]
+
+    async def close(self) -> None:
+        return None
 
 
-async def bare_postgres(url: str, statement: str, n: int) -> list[float]:
-    import asyncpg
+class SqliteFloor(Floor):
+    """stdlib sqlite3 (the statement runs in the caller's thread, as Kandev's inline driver
+    runs it on the event loop)."""
 
-    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
-    try:
-        out = []
-        for i in range(n + 1):
-            start = time.perf_counter()
-            assert _bundles(await conn.fetch(statement)) == PAGE + 1
-            if i:
-                out.append(time.perf_counter() - start)
-        return out
-    finally:
-        await conn.close()
+    def __init__(self, path: Path) -> None:
+        self._conn = sqlite3.connect(path)
+
+    async def rows(self, statement: str) -> list[Any]:
+        return self._conn.execute(statement).fetchall()
+
+    async def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresFloor(Floor):
+    """asyncpg, connected on first use."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.replace("postgresql+asyncpg://", "postgresql://")
+        self._conn: Any = None
+
+    async def rows(self, statement: str) -> list[Any]:
+        import asyncpg
+
+        if self._conn is None:
+            self._conn = await asyncpg.connect(self._url)
+        return list(await self._conn.fetch(statement))
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
 
 
 async def explain(db: Database, statement: str) -> str:
@@ -375,7 +401,7 @@ async def explain(db: Database, statement: str) -> str:
 
 
 async def run_database(
-    name: str, db: Database, calls: int, repeat: int, bare: Callable[..., Any]
+    name: str, db: Database, calls: int, repeat: int, bare: Floor
 ) -> dict[str, Any]:
     print(f"\n== {name}: seeding ==")
     start = time.perf_counter()
@@ -401,8 +427,8 @@ async def run_database(
         walk, pages, seen = await service_walk(db, clock, scoped, max(1, calls // 4))
         figures["walk"].append(walk)
         figures["unscoped"].append(await service_first_page(db, clock, None, calls))
-        figures["floor"].append(await bare(statement, calls))
-        figures["unscoped_floor"].append(await bare(_statement(db, None), calls))
+        figures["floor"].append(await bare.times(statement, calls))
+        figures["unscoped_floor"].append(await bare.times(_statement(db, None), calls))
     figures.update(walk_pages=pages, walk_bundles=seen, seed_s=seed_s, messages=messages)
     report(name, figures)
     return figures
@@ -438,11 +464,14 @@ async def over_mcp(
     db: Database,
     calls: int,
     repeat: int,
-    bare: Callable[..., Any],
+    bare: Floor,
     database_url: str = "",
 ) -> dict[str, Any]:
-    """The MCP tool on `kandev serve --auth`, as the scoped user with a personal token; the
-    bare SQL floor of the same page (the real user's id) measured between the MCP runs."""
+    """The MCP tool on `kandev serve --auth`, as the scoped user with a personal token,
+    against the bare SQL floor of the same page (the real user's id) and the bare MCP SDK
+    serving that SQL: the three interleaved call by call, so a machine whose load drifts
+    during the run slows all three alike (the ratios are paired, not phase against
+    phase)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -489,28 +518,29 @@ async def over_mcp(
             assert (await call())["count"] == PAGE
             bare_rows = (await call(on=same_stack))["rows"]
             assert _bundles([list(r.values()) for r in bare_rows]) == PAGE + 1
-            seen = 0
+
+            async def time_call(on: Any = client) -> float:
+                start = time.perf_counter()
+                await call(on=on)
+                return time.perf_counter() - start
+
+            await bare.once(statement)  # warm-up
             for _ in range(repeat):
-                latencies = []
+                latencies, floor, same = [], [], []
                 for _ in range(calls):
-                    start = time.perf_counter()
-                    await call()
-                    latencies.append(time.perf_counter() - start)
+                    latencies.append(await time_call())
+                    floor.append(await bare.once(statement))
+                    same.append(await time_call(same_stack))
                 runs.append(latencies)
-                floors.append(await bare(statement, calls))
-                same = []
-                for _ in range(calls):
-                    start = time.perf_counter()
-                    await call(on=same_stack)
-                    same.append(time.perf_counter() - start)
+                floors.append(floor)
                 bare_mcp.append(same)
-                cursor, seen, walk = "", 0, []
+                walk = []
                 for _ in range(max(1, calls // 8)):
+                    cursor = ""
                     while True:
                         start = time.perf_counter()
                         page = await call(cursor)
                         walk.append(time.perf_counter() - start)
-                        seen += page["count"]
                         cursor = page["next_cursor"]
                         if not cursor:
                             break
@@ -574,16 +604,11 @@ async def main() -> None:
                 path = home / "kandev.db"
                 url = ""
                 db = Database(f"sqlite+aiosqlite:///{path}")
-
-                async def bare(statement: str, n: int, path: Path = path) -> list[float]:
-                    return bare_sqlite(str(path), statement, n)
-
+                bare: Floor = SqliteFloor(path)
             else:
                 url, drop = await _postgres_url(args.postgres)
                 db = Database(url)
-
-                async def bare(statement: str, n: int, url: str = url) -> list[float]:
-                    return await bare_postgres(url, statement, n)
+                bare = PostgresFloor(url)
 
             name = "SQLite" if kind == "sqlite" else "PostgreSQL"
             try:
@@ -592,6 +617,7 @@ async def main() -> None:
                     plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
                     mcp[kind] = await over_mcp(home, db, args.calls, args.repeat, bare, plain)
             finally:
+                await bare.close()
                 await db.dispose()
                 if drop is not None:
                     await drop()

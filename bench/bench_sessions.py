@@ -6,6 +6,8 @@ Measures, on this machine, per database (SQLite file, PostgreSQL), medians over 
   POST that sends the ACP prompt to the same trivial agent subprocess with the ACP SDK and
   publishes the completion on an SSE stream; same uvicorn, same client, same watcher), and
   against the same prompt sent straight to the agent with the ACP SDK (no HTTP at all);
+  one session alone is prompted in alternation with one on the bare app, both servers up
+  (paired turn by turn, so a drifting machine load slows both alike);
 - a streamed reply: the same turn when the agent answers in STREAM_CHUNKS chunks sent back
   to back (prompt "stream N"), one session, against the bare app (which keeps the chunks in
   memory) and the ACP SDK direct; with the message events and SSE bytes Kandev sent for it;
@@ -131,35 +133,108 @@ class TurnWatcher:
                 await self.changed.wait()
 
 
+async def prompt_turn(
+    client: httpx.AsyncClient, watcher: TurnWatcher, sid: str, text: str = "hi"
+) -> float:
+    """One turn: the prompt's POST until `session.turn.completed` arrives on the stream."""
+    start = time.perf_counter()
+    r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": text})
+    assert r.status_code in (200, 201, 202), r.text
+    turn_id = r.json()["turn_id"]
+    await watcher.until(lambda: turn_id in watcher.completed)
+    return watcher.completed[turn_id] - start
+
+
 async def measure_turns(
     client: httpx.AsyncClient, watcher: TurnWatcher, sids: list[str], rounds: int, alone_n: int
 ) -> dict[str, Any]:
-    """The same prompt loop on Kandev and on the bare app: all at once, one alone, one
-    alone with a streamed reply (and what the stream carried for those)."""
-
-    async def one(sid: str, text: str = "hi") -> float:
-        start = time.perf_counter()
-        r = await client.post(f"/api/v1/sessions/{sid}/prompt", json={"text": text})
-        assert r.status_code in (200, 201, 202), r.text
-        turn_id = r.json()["turn_id"]
-        await watcher.until(lambda: turn_id in watcher.completed)
-        return watcher.completed[turn_id] - start
-
+    """The same prompt loop on Kandev and on the bare app: all at once, then one session
+    with a streamed reply (and what the stream carried for those). One session alone is
+    measured paired (`paired_alone`)."""
     for _ in range(3):  # warm-up
-        await one(sids[0])
+        await prompt_turn(client, watcher, sids[0])
     concurrent: list[float] = []
     for _ in range(rounds):
-        concurrent += await asyncio.gather(*(one(s) for s in sids))
-    alone = [await one(sids[0]) for _ in range(alone_n)]
+        concurrent += await asyncio.gather(*(prompt_turn(client, watcher, s) for s in sids))
     events, data = watcher.message_events, watcher.data_bytes
-    streamed = [await one(sids[0], STREAM_PROMPT) for _ in range(_streamed_n(alone_n))]
+    streamed = [
+        await prompt_turn(client, watcher, sids[0], STREAM_PROMPT)
+        for _ in range(_streamed_n(alone_n))
+    ]
     return {
         "concurrent": concurrent,
-        "alone": alone,
         "streamed": streamed,
         "stream_message_events": (watcher.message_events - events) / len(streamed),
         "stream_kib": (watcher.data_bytes - data) / len(streamed) / 1024,
     }
+
+
+async def paired_alone(bare_url: str, kandev_url: str, alone_n: int) -> dict[str, list[float]]:
+    """One session alone on each server, prompted in alternation (bare, Kandev, bare, …):
+    a machine whose load drifts during the run slows both alike, so their ratio is paired
+    turn by turn rather than one phase against another."""
+    async with AsyncExitStack() as stack:
+        followed = []
+        for url in (bare_url, kandev_url):
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, timeout=120, limits=client_limits(4))
+            )
+            watcher = TurnWatcher()
+            stack.callback(asyncio.create_task(watcher.run(client)).cancel)
+            followed.append((client, watcher))
+        (bare_client, bare_watcher), (kandev_client, kandev_watcher) = followed
+        bare_sid = (await bare_client.post("/api/v1/sessions", json={})).json()["id"]
+        setup = await kandev_setup(kandev_client, "paired")
+        (kandev_sid,) = await kandev_sessions(kandev_client, kandev_watcher, setup, 1)
+        out: dict[str, list[float]] = {"bare": [], "kandev": []}
+        for i in range(3 + alone_n):  # three warm-up pairs
+            bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
+            kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
+            if i >= 3:
+                out["bare"].append(bare)
+                out["kandev"].append(kandev)
+        await kandev_client.post(f"/api/v1/sessions/{kandev_sid}/stop", json={})
+    return out
+
+
+async def kandev_setup(client: httpx.AsyncClient, name: str) -> dict[str, str]:
+    """A workspace, a workflow and the trivial agent's profile (`name`, unique on the
+    server): ids for kandev_sessions."""
+
+    async def created(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = await client.post(path, json=body)
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    ws = await created("/api/v1/workspaces", {"name": name})
+    flow = await created("/api/v1/workflows", {"workspace_id": ws["id"], "name": name})
+    command = [sys.executable, AGENT]
+    profile = await created("/api/v1/agent-profiles", {"name": name, "command": command})
+    return {"workspace_id": ws["id"], "workflow_id": flow["id"], "profile_id": profile["id"]}
+
+
+async def kandev_sessions(
+    client: httpx.AsyncClient, watcher: TurnWatcher, setup: dict[str, str], count: int
+) -> list[str]:
+    """`count` tasks with a session of the trivial agent each, once every agent is up."""
+    sids = []
+    for i in range(count):
+        task = (
+            await client.post(
+                "/api/v1/tasks",
+                json={
+                    "workspace_id": setup["workspace_id"],
+                    "workflow_id": setup["workflow_id"],
+                    "title": f"t{i}",
+                },
+            )
+        ).json()
+        r = await client.post(
+            f"/api/v1/tasks/{task['id']}/sessions", json={"agent_profile_id": setup["profile_id"]}
+        )
+        sids.append(r.json()["id"])
+    await watcher.until(lambda: all(s in watcher.idle for s in sids))
+    return sids
 
 
 async def through_bare(
@@ -189,30 +264,9 @@ async def through_kandev(
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         watcher = TurnWatcher()
         follower = asyncio.create_task(watcher.run(client))
-        ws = (await client.post("/api/v1/workspaces", json={"name": "bench"})).json()
-        flow = (
-            await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "b"})
-        ).json()
-        profile = (
-            await client.post(
-                "/api/v1/agent-profiles",
-                json={"name": "trivial", "command": [sys.executable, AGENT]},
-            )
-        ).json()
+        setup = await kandev_setup(client, "trivial")
         rss_before = rss_kib(server_pid)
-        sids = []
-        for i in range(sessions):
-            task = (
-                await client.post(
-                    "/api/v1/tasks",
-                    json={"workspace_id": ws["id"], "workflow_id": flow["id"], "title": f"t{i}"},
-                )
-            ).json()
-            r = await client.post(
-                f"/api/v1/tasks/{task['id']}/sessions", json={"agent_profile_id": profile["id"]}
-            )
-            sids.append(r.json()["id"])
-        await watcher.until(lambda: all(s in watcher.idle for s in sids))
+        sids = await kandev_sessions(client, watcher, setup, sessions)
         turns = await measure_turns(client, watcher, sids, rounds, alone_n)
         rss_after = rss_kib(server_pid)
         agents = child_pids(server_pid)
@@ -248,22 +302,22 @@ async def main() -> None:
         for run in range(args.repeat):
             label = f"run {run + 1}/{args.repeat}"
             sdk.append(await bare_sdk(n, rounds, alone))
-            with bare_server(Path(tmp) / f"bare-{run}") as (url, proc):
-                bare.append(await through_bare(url, proc.pid, n, rounds, alone))
-            print(
-                f"{label}: ACP SDK direct {median_ms([sdk[-1]['alone']], 50):.2f} ms, "
-                f"bare app {median_ms([bare[-1]['alone']], 50):.2f} ms (one session, p50)",
-                flush=True,
-            )
-            for kind in kinds:
-                db_url = await pg.new_database("sessions") if kind == "postgres" and pg else ""
-                home = Path(tmp) / f"{kind}-{run}"
-                with kandev_server(home, database_url=db_url) as (url, proc):
-                    kandev[kind].append(await through_kandev(url, proc.pid, n, rounds, alone))
-                print(
-                    f"{label}: Kandev {kind} {median_ms([kandev[kind][-1]['alone']], 50):.2f} ms",
-                    flush=True,
-                )
+            with bare_server(Path(tmp) / f"bare-{run}") as (bare_url, bare_proc):
+                bare.append(await through_bare(bare_url, bare_proc.pid, n, rounds, alone))
+                for kind in kinds:
+                    db_url = await pg.new_database("sessions") if kind == "postgres" and pg else ""
+                    home = Path(tmp) / f"{kind}-{run}"
+                    with kandev_server(home, database_url=db_url) as (url, proc):
+                        kandev[kind].append(await through_kandev(url, proc.pid, n, rounds, alone))
+                        kandev[kind][-1]["paired"] = await paired_alone(bare_url, url, alone)
+                    paired = kandev[kind][-1]["paired"]
+                    print(
+                        f"{label}: one session alone, p50: Kandev {kind} "
+                        f"{median_ms([paired['kandev']], 50):.2f} ms, bare app "
+                        f"{median_ms([paired['bare']], 50):.2f} ms (alternating), ACP SDK "
+                        f"direct {median_ms([sdk[-1]['alone']], 50):.2f} ms",
+                        flush=True,
+                    )
 
     def runs(results: list[dict[str, Any]], key: str) -> list[list[float]]:
         return [r[key] for r in results]
@@ -276,11 +330,12 @@ async def main() -> None:
             f"{name}: prompt turn, REST prompt → SSE session.turn.completed "
             f"({n} sessions, medians of {args.repeat} runs)"
         )
+        paired = [r["paired"] for r in k]
         for p in (50, 95):
             table.add(
                 f"turn, one session, p{p} [{name}]",
-                per_run_ms(runs(k, "alone"), p),
-                per_run_ms(runs(bare, "alone"), p),
+                per_run_ms(runs(paired, "kandev"), p),
+                per_run_ms(runs(paired, "bare"), p),
                 target=("<=", 3.0) if p == 50 else None,
             )
         for p in (50, 95):
@@ -289,8 +344,12 @@ async def main() -> None:
                 per_run_ms(runs(k, "concurrent"), p),
                 per_run_ms(runs(bare, "concurrent"), p),
             )
+        table.add(
+            f"turn, one session, p50, against the ACP SDK direct [{name}]",
+            per_run_ms(runs(paired, "kandev"), 50),
+            per_run_ms(runs(sdk, "alone"), 50),
+        )
         p50_rows = (
-            (f"turn, one session, p50, against the ACP SDK direct [{name}]", "alone", sdk),
             (f"turn, {n} at once, p50, against the ACP SDK direct [{name}]", "concurrent", sdk),
             (
                 f"streamed reply ({STREAM_CHUNKS} chunks), one session, p50 [{name}]",
