@@ -17,7 +17,7 @@ are theirs, interleaved with the 1,800 they may not see):
    user), against the same bare SQL floor (target ≤ 1.7x), and against the same-stack
    floor: the bare app's MCP SDK tool (bench/bare_apps.py) running that SQL on one driver
    connection and returning its rows, through the same MCP client. The three are
-   interleaved call by call (paired under the same machine load).
+   interleaved call by call, each in turn first (paired under the same machine load).
 
 On SQLite and PostgreSQL (--database; PostgreSQL is a throwaway server unless --postgres
 names one); each measurement is repeated --repeat times on the seeded data, figures are
@@ -524,16 +524,22 @@ async def over_mcp(
                 await call(on=on)
                 return time.perf_counter() - start
 
+            async def floor_call() -> float:
+                return await bare.once(statement)
+
+            async def same_stack_call() -> float:
+                return await time_call(same_stack)
+
             await bare.once(statement)  # warm-up
             for _ in range(repeat):
-                latencies, floor, same = [], [], []
-                for _ in range(calls):
-                    latencies.append(await time_call())
-                    floor.append(await bare.once(statement))
-                    same.append(await time_call(same_stack))
-                runs.append(latencies)
-                floors.append(floor)
-                bare_mcp.append(same)
+                order = [time_call, floor_call, same_stack_call]
+                timings: dict[Any, list[float]] = {measure: [] for measure in order}
+                for i in range(calls):  # each call in turn first, second and third
+                    for measure in order[i % 3 :] + order[: i % 3]:
+                        timings[measure].append(await measure())
+                runs.append(timings[time_call])
+                floors.append(timings[floor_call])
+                bare_mcp.append(timings[same_stack_call])
                 walk = []
                 for _ in range(max(1, calls // 8)):
                     cursor = ""

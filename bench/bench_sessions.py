@@ -170,9 +170,9 @@ async def measure_turns(
 
 
 async def paired_alone(bare_url: str, kandev_url: str, alone_n: int) -> dict[str, list[float]]:
-    """One session alone on each server, prompted in alternation (bare, Kandev, bare, …):
-    a machine whose load drifts during the run slows both alike, so their ratio is paired
-    turn by turn rather than one phase against another."""
+    """One session alone on each server, prompted in alternation (bare then Kandev, then
+    Kandev then bare, …): a machine whose load drifts during the run slows both alike, so
+    their ratio is paired turn by turn rather than one phase against another."""
     async with AsyncExitStack() as stack:
         followed = []
         for url in (bare_url, kandev_url):
@@ -188,8 +188,12 @@ async def paired_alone(bare_url: str, kandev_url: str, alone_n: int) -> dict[str
         (kandev_sid,) = await kandev_sessions(kandev_client, kandev_watcher, setup, 1)
         out: dict[str, list[float]] = {"bare": [], "kandev": []}
         for i in range(3 + alone_n):  # three warm-up pairs
-            bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
-            kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
+            if i % 2:
+                kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
+                bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
+            else:
+                bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
+                kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
             if i >= 3:
                 out["bare"].append(bare)
                 out["kandev"].append(kandev)
