@@ -6,7 +6,8 @@ loser replayed the winner's answer — and reports throughput and latency, per d
 (SQLite file, PostgreSQL), beside the bare same-stack app (bench/bare_apps.py: the same REST
 route and MCP tool answering with an in-memory claim, same uvicorn) raced by the same
 clients in the same run; medians over --repeat runs (target: Kandev ≥ 60% of the bare
-throughput).
+throughput). Each question's answerers have clients of their own (a REST pool, an MCP
+client), set up before the race starts.
 
 Run:  .venv/bin/python -m bench.bench_race [--database sqlite,postgres] [--repeat 3]
           [--bundles 25] [--answerers 250]      (the issue's size: --bundles 50 --answerers 500)
@@ -73,13 +74,13 @@ async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, 
     async with (
         contextlib.AsyncExitStack() as stack,
         httpx.AsyncClient(base_url=url, timeout=120) as rest,
-        httpx2.AsyncClient(timeout=httpx2.Timeout(120)) as http2,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http2)) as mcp,
     ):
         pending = await (_bare_questions if bare else _questions)(rest, bundles)
-        # Each question's REST answerers get a pool of their own (a connection each): one
-        # pool of hundreds of connections makes the client scan all of them on every
-        # request and response (httpcore), so the client, not the server, set the pace.
+        # Each question's answerers get clients of their own — a REST pool (a connection
+        # each) and an MCP client: one pool of hundreds of connections makes the client scan
+        # all of them on every request and response (httpcore), so the client, not the
+        # server, set the pace; and the slower the server, the more connections were open
+        # at once, so that cost grew with the server's latency.
         tls = ssl.create_default_context()  # one for every pool (unused: plain http)
         pools = {
             pending_id: await stack.enter_async_context(
@@ -92,6 +93,16 @@ async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, 
             )
             for pending_id in pending
         }
+
+        async def mcp_client() -> Client:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(timeout=httpx2.Timeout(120), verify=tls)
+            )
+            return await stack.enter_async_context(
+                Client(streamable_http_client(f"{url}/mcp", http_client=http))
+            )
+
+        mcp_clients = {pending_id: await mcp_client() for pending_id in pending}
         results: dict[str, list[dict[str, Any]]] = defaultdict(list)
         latencies: list[float] = []
 
@@ -106,7 +117,7 @@ async def race(url: str, bare: bool, bundles: int, answerers: int) -> dict[str, 
                 assert r.status_code == 200, r.text
                 body = r.json()
             else:
-                result = await mcp.call_tool(
+                result = await mcp_clients[pending_id].call_tool(
                     "answer_question_kandev", {"pending_id": pending_id, "answers": answers}
                 )
                 assert not result.is_error, result.content
