@@ -5,8 +5,8 @@ claims a pending row, then a guarded UPDATE that writes the answer, committed. I
 (1) on stdlib `sqlite3` (the bare floor: same file settings, WAL, synchronous=NORMAL,
 BEGIN IMMEDIATE), (2) through `Database.write()` with statements built once (SQLAlchemy Core,
 compiled-cache hits), (3) a one-row read through `Database.read()` against the same SELECT on
-sqlite3, and (4) the repository's own `claim_active_bundle` (savepoint + two UPDATE …
-RETURNING, statements built per call). Medians over `--runs` runs of `--n` transactions each.
+sqlite3, and (4) the repository's own claim, `attempt_claim` (the bundle read under its
+locks, then the one claim statement). Medians over `--runs` runs of `--n` transactions each.
 
 Run:  .venv/bin/python -m bench.bench_db [--n 2000] [--runs 5]
 """
@@ -174,7 +174,7 @@ async def main() -> None:
         ("  the same, process CPU per transaction (mean)", "db_write_cpu", "bare_write_cpu"),
         ("one-row read (db.read)", "db_read", "bare_read"),
         ("  the same, process CPU per transaction (mean)", "db_read_cpu", "bare_read_cpu"),
-        ("claim_active_bundle (repository, savepoint, 2 UPDATEs)", "repo_claim", "bare_write"),
+        ("attempt_claim (repository: the bundle read, the claim)", "repo_claim", "bare_write"),
     ]
     for label, ours, bare in rows:
         print(f"{label:58} {med[ours]:8.3f}ms {med[bare]:8.3f}ms {med[ours] / med[bare]:6.1f}x")

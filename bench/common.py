@@ -225,9 +225,11 @@ async def bare_claim(url: str, n: int = 200) -> list[float]:
             )
         start = time.perf_counter()
         async with db.write() as conn:
-            claimed = await claims.claim_active_bundle(
-                conn, db, f"p{i}", kinds.ANSWERED, {"q": answer}, clock.now()
-            )
+            claimed = (
+                await claims.attempt_claim(
+                    conn, db, f"p{i}", kinds.ANSWERED, {"q": answer}, clock.now()
+                )
+            ).claimed
         timings.append(time.perf_counter() - start)
         assert claimed
     await db.dispose()

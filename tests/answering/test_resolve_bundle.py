@@ -242,6 +242,6 @@ def test_there_is_one_claim_mechanism() -> None:
     ]
     assert writers == ["catalog/messages.py"]
     resolver = (src / "clarification" / "answering.py").read_text()
-    # The resolver claims through the claims module (attempt_claim, which
-    # claim_active_bundle wraps), never with an UPDATE of its own.
+    # The resolver claims through the claims module (attempt_claim), never with an
+    # UPDATE of its own.
     assert "attempt_claim(" in resolver and "update(" not in resolver

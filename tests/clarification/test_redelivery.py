@@ -61,9 +61,11 @@ async def claimed(
             await claims.detach_active(conn, db, "s1", at(50))
     responses = answers_for(await bundle(db, "p1")) if status == ANSWERED else None
     async with db.write() as conn:
-        rows = await claims.claim_active_bundle(
-            conn, db, "p1", status, responses, at(100), reject_reason=reason
-        )
+        rows = (
+            await claims.attempt_claim(
+                conn, db, "p1", status, responses, at(100), reject_reason=reason
+            )
+        ).claimed
     assert rows is not None
     assert await recover_on_startup(db, at(1000)) == RecoveryReport(undelivered=["p1"])
     return [m.id for m in rows]

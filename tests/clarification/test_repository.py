@@ -195,7 +195,8 @@ async def claim(
     if status == ANSWERED and responses is None:
         responses = answers_for(await bundle(db, pending_id))
     async with db.write() as conn:
-        return await claims.claim_active_bundle(conn, db, pending_id, status, responses, at(when))
+        attempt = await claims.attempt_claim(conn, db, pending_id, status, responses, at(when))
+        return attempt.claimed
 
 
 async def restore(
@@ -299,7 +300,7 @@ async def test_concurrent_claims_have_exactly_one_winner(db: Database, claimers:
     async def claimer() -> None:
         async with db.write() as conn:
             results.append(
-                await claims.claim_active_bundle(conn, db, "p1", ANSWERED, responses, at(100))
+                (await claims.attempt_claim(conn, db, "p1", ANSWERED, responses, at(100))).claimed
             )
 
     async with anyio.create_task_group() as group:
@@ -402,7 +403,7 @@ async def test_failed_claim_leaves_no_responding_row_even_if_caught(db: Database
     rows = await one_session_bundle(db)
     async with db.write() as conn:
         with pytest.raises(ClarificationStateError, match="missing response for"):
-            await claims.claim_active_bundle(
+            await claims.attempt_claim(
                 conn, db, "p1", ANSWERED, {"q1": {"question_id": "q1"}}, at(100)
             )
         # Same transaction, after the caught error: nothing of the claim is left.
@@ -760,9 +761,9 @@ async def test_pg_terminal_session_write_waits_for_a_claim_in_progress(db: Datab
             )
 
     async with anyio.create_task_group() as group, db.write() as conn:
-        claimed = await claims.claim_active_bundle(
-            conn, db, "p1", ANSWERED, answers_for(rows), at(100)
-        )
+        claimed = (
+            await claims.attempt_claim(conn, db, "p1", ANSWERED, answers_for(rows), at(100))
+        ).claimed
         assert claimed is not None
         group.start_soon(terminal_writer)
         await wait_for_lock_waiter(db)  # the session row is ours until we commit
@@ -842,7 +843,7 @@ async def test_pg_a_losing_claim_reads_the_winners_rows_in_its_lock_statement(
             attempts.append(attempt)
 
     async with anyio.create_task_group() as group, db.write() as conn:
-        won = await claims.claim_active_bundle(conn, db, "p1", ANSWERED, winning, at(100))
+        won = (await claims.attempt_claim(conn, db, "p1", ANSWERED, winning, at(100))).claimed
         assert won is not None
         group.start_soon(loser)
         await wait_for_lock_waiter(db)  # the loser waits for our commit

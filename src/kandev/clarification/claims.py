@@ -61,7 +61,6 @@ from kandev.catalog.messages import (
 from kandev.clarification.bundles import (
     authorizable,
     find_bundle_authorizable,
-    find_bundle_messages,
     select_messages,
 )
 from kandev.clarification.predicates import (
@@ -234,11 +233,6 @@ class ClaimAttempt:
     seen: list[Message] | None = None
 
 
-async def claim_active_bundle(*args: Any, **kwargs: Any) -> list[Message] | None:
-    """`attempt_claim` (the same arguments): the rows it claimed, None when none."""
-    return (await attempt_claim(*args, **kwargs)).claimed
-
-
 async def attempt_claim(
     conn: AsyncConnection,
     db: Database,
@@ -250,7 +244,8 @@ async def attempt_claim(
     *,
     held: HeldBundle | None = None,
 ) -> ClaimAttempt:
-    """Claim the bundle's pending rows for one responder (§3.2); None when not claimed.
+    """Claim the bundle's pending rows for one responder (§3.2); `claimed` is None when
+    nothing was claimed.
 
     The guarded UPDATE below is the only claim statement: exactly one concurrent caller
     moves the rows, the others (and any caller of a superseded, ended or malformed bundle)
@@ -262,16 +257,14 @@ async def attempt_claim(
     response for it) is not claimed at all, so nothing half-claimed is ever written.
     Such a bundle raises ClarificationStateError (found by one more read, only then).
 
-    Not claimed: `seen` is `read_failed_claim`'s, in this transaction (R2a: the re-read
-    need not agree with the claim).
-
-    `held`: the caller took the bundle's locks and read it in this transaction
-    (`lock_and_read_bundle`): no lock statement here, and a claim that claims nothing
-    replays those rows, with no read — nobody could change them since.
+    The bundle's locks are taken and its rows read first (`lock_and_read_bundle`), unless
+    the caller did so in this transaction and passes them as `held`. A claim that claims
+    nothing replays those rows as `seen` (R2), with no read after it — nobody could change
+    them while the locks were held.
     """
     _check_terminal(status)
     if held is None:
-        await lock_bundle(conn, db, pending_id)
+        held = await lock_and_read_bundle(conn, db, pending_id)
     answers = sorted((responses or {}).items()) if status == ANSWERED else []
     with_reason = status != ANSWERED and bool(reject_reason)
     params: dict[str, Any] = {"pending_id": pending_id, "now": now}
@@ -285,8 +278,7 @@ async def attempt_claim(
     claimed = _ordered(await statement.rows(conn, params))
     if claimed:
         return ClaimAttempt(claimed)
-    rows = held.rows if held is not None else None
-    return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses, rows))
+    return ClaimAttempt(None, await read_failed_claim(conn, pending_id, status, responses, held))
 
 
 async def read_failed_claim(
@@ -294,15 +286,13 @@ async def read_failed_claim(
     pending_id: str,
     status: str,
     responses: dict[str, dict[str, Any]] | None,
-    rows: list[Message] | None = None,
+    held: HeldBundle,
 ) -> list[Message]:
-    """After a claim that claimed nothing: every row of the bundle, read once (unless
-    `rows`: the rows read under the claim's locks, `lock_and_read_bundle`) — what a
-    losing caller replays (R2). Raises ClarificationStateError when a row is still
-    pending that the claim could not complete (the diagnosis runs only then: a decided
-    bundle, the usual loser's, cannot be incomplete)."""
-    if rows is None:
-        rows = await find_bundle_messages(conn, pending_id)
+    """After a claim that claimed nothing: every row of the bundle as read under the
+    claim's locks — what a losing caller replays (R2). Raises ClarificationStateError when
+    a row is still pending that the claim could not complete (the diagnosis runs only
+    then: a decided bundle, the usual loser's, cannot be incomplete)."""
+    rows = held.rows
     if any(_pending_status(row.metadata.get(STATUS_KEY)) for row in rows):
         await _raise_if_incomplete(conn, _claimable(pending_id), status, responses)
     return rows
