@@ -21,7 +21,11 @@ drive it with the very clients they drive Kandev with:
 - MCP tool `list_pending_questions_kandev(limit, cursor)`, when `BARE_LIST_DB` (a SQLite
   file or a postgresql:// URL) and `BARE_LIST_SQL` (one statement, values inlined) are set:
   runs that statement on one connection of the bare driver and returns its rows as they
-  come (the list benchmark's page over MCP on the same stack, with no Kandev).
+  come (the list benchmark's page over MCP on the same stack, with no Kandev);
+- MCP tool `carry_page_kandev()`, when `BARE_LIST_PAGE` names a JSON file: returns the page
+  it holds (Kandev's own first page, which the list benchmark writes there), structured and
+  as compact JSON text (pydantic's encoder, as Kandev's), running no SQL and building nothing
+  (the same page object every call): the least the MCP stack costs to carry that page.
 
 Run (the benchmarks do it through `bench.common.bare_server`):
     .venv/bin/python -m bench.bare_apps --port 8765
@@ -48,6 +52,7 @@ from fastapi.responses import StreamingResponse
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent
+from pydantic_core import to_json
 from starlette.routing import Route
 
 AGENT = str(Path(__file__).with_name("trivial_agent.py"))
@@ -151,6 +156,19 @@ def create_app() -> FastAPI:
                 content=[TextContent(type="text", text=text)], structured_content=page
             )
 
+    carried = os.environ.get("BARE_LIST_PAGE")
+    if carried:
+
+        @mcp.tool()
+        async def carry_page_kandev() -> CallToolResult:
+            """Kandev's page, read once from BARE_LIST_PAGE: the carriage with no query."""
+            page = _carried_page(carried)
+            # Kandev's encoder for the text copy (pydantic's, compact): the cheapest carriage.
+            text = to_json(page).decode()
+            return CallToolResult(
+                content=[TextContent(type="text", text=text)], structured_content=page
+            )
+
     mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -231,6 +249,17 @@ def create_app() -> FastAPI:
         return {"turn_id": turn_id}
 
     return app
+
+
+_PAGES: dict[str, dict[str, Any]] = {}
+
+
+def _carried_page(path: str) -> dict[str, Any]:
+    # Read at the first call, not at start-up: the benchmark writes the file once Kandev
+    # has served its first page, after both servers are up.
+    if path not in _PAGES:
+        _PAGES[path] = json.loads(Path(path).read_text())
+    return _PAGES[path]
 
 
 def _bare_lister() -> Any:
