@@ -54,6 +54,8 @@ from bench.common import (
     add_database_args,
     bare_server,
     databases,
+    elapsed,
+    in_turns,
     kandev_server,
     median_ms,
     per_run_ms,
@@ -534,34 +536,21 @@ async def over_mcp(
             carried = await same_stack.call_tool("carry_page_kandev", {})
             assert carried.structured_content == first, "the carriage floor carries Kandev's page"
 
-            async def time_call(on: Any = client) -> float:
-                start = time.perf_counter()
-                await call(on=on)
-                return time.perf_counter() - start
-
-            async def floor_call() -> float:
-                return await bare.once(statement)
-
-            async def same_stack_call() -> float:
-                return await time_call(same_stack)
-
-            async def carriage_call() -> float:
-                start = time.perf_counter()
-                await same_stack.call_tool("carry_page_kandev", {})
-                return time.perf_counter() - start
-
             await bare.once(statement)  # warm-up
             for _ in range(repeat):
-                order = [time_call, floor_call, same_stack_call, carriage_call]
-                timings: dict[Any, list[float]] = {measure: [] for measure in order}
-                for i in range(calls):  # each call in turn first, second, third and last
-                    shift = i % len(order)
-                    for measure in order[shift:] + order[:shift]:
-                        timings[measure].append(await measure())
-                runs.append(timings[time_call])
-                floors.append(timings[floor_call])
-                bare_mcp.append(timings[same_stack_call])
-                carriage.append(timings[carriage_call])
+                kandev_page, floor, same_sql, carried_page = await in_turns(
+                    [
+                        lambda _: elapsed(call()),
+                        lambda _: bare.once(statement),
+                        lambda _: elapsed(call(on=same_stack)),
+                        lambda _: elapsed(same_stack.call_tool("carry_page_kandev", {})),
+                    ],
+                    calls,
+                )
+                runs.append(kandev_page)
+                floors.append(floor)
+                bare_mcp.append(same_sql)
+                carriage.append(carried_page)
                 walk = []
                 for _ in range(max(1, calls // 8)):
                     cursor = ""

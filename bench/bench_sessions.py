@@ -39,6 +39,7 @@ from bench.common import (
     bare_server,
     child_pids,
     databases,
+    in_turns,
     kandev_server,
     median_ms,
     per_run_ms,
@@ -186,19 +187,16 @@ async def paired_alone(bare_url: str, kandev_url: str, alone_n: int) -> dict[str
         bare_sid = (await bare_client.post("/api/v1/sessions", json={})).json()["id"]
         setup = await kandev_setup(kandev_client, "paired")
         (kandev_sid,) = await kandev_sessions(kandev_client, kandev_watcher, setup, 1)
-        out: dict[str, list[float]] = {"bare": [], "kandev": []}
-        for i in range(3 + alone_n):  # three warm-up pairs
-            if i % 2:
-                kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
-                bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
-            else:
-                bare = await prompt_turn(bare_client, bare_watcher, bare_sid)
-                kandev = await prompt_turn(kandev_client, kandev_watcher, kandev_sid)
-            if i >= 3:
-                out["bare"].append(bare)
-                out["kandev"].append(kandev)
+        bare, kandev = await in_turns(  # three warm-up pairs
+            [
+                lambda _: prompt_turn(bare_client, bare_watcher, bare_sid),
+                lambda _: prompt_turn(kandev_client, kandev_watcher, kandev_sid),
+            ],
+            alone_n,
+            warmup=3,
+        )
         await kandev_client.post(f"/api/v1/sessions/{kandev_sid}/stop", json={})
-    return out
+    return {"bare": bare, "kandev": kandev}
 
 
 async def kandev_setup(client: httpx.AsyncClient, name: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -299,6 +299,30 @@ def postgres_if(kinds: list[str]) -> Iterator[Postgres | None]:
     finally:
         if pg is not None:
             pg.stop()
+
+
+async def elapsed(call: Awaitable[Any]) -> float:
+    """Seconds `call` takes to complete."""
+    start = time.perf_counter()
+    await call
+    return time.perf_counter() - start
+
+
+async def in_turns(
+    measures: Sequence[Callable[[int], Awaitable[float]]], rounds: int, warmup: int = 0
+) -> list[list[float]]:
+    """Paired measurement: every measure once a round, in an order that rotates each round
+    (each in turn first), so a machine whose load drifts during the run slows them alike.
+    Each measure gets the round's index; returns each measure's figures, the first
+    `warmup` rounds left out."""
+    out: list[list[float]] = [[] for _ in measures]
+    for i in range(warmup + rounds):
+        shift = i % len(measures)
+        for k in [*range(shift, len(measures)), *range(shift)]:
+            value = await measures[k](i)
+            if i >= warmup:
+                out[k].append(value)
+    return out
 
 
 def median_ms(runs: list[list[float]], p: float) -> float:
