@@ -22,10 +22,12 @@ drive it with the very clients they drive Kandev with:
   file or a postgresql:// URL) and `BARE_LIST_SQL` (one statement, values inlined) are set:
   runs that statement on one connection of the bare driver and returns its rows as they
   come (the list benchmark's page over MCP on the same stack, with no Kandev);
-- MCP tool `carry_page_kandev()`, when `BARE_LIST_PAGE` names a JSON file: returns the page
-  it holds (Kandev's own first page, which the list benchmark writes there), structured and
-  as compact JSON text (pydantic's encoder, as Kandev's), running no SQL and building nothing
-  (the same page object every call): the least the MCP stack costs to carry that page.
+- MCP tool `carry_page_kandev(run_sql?)`, when `BARE_LIST_PAGE` names a JSON file: returns
+  the page it holds (Kandev's own first page, which the list benchmark writes there),
+  structured and as compact JSON text (pydantic's encoder, as Kandev's), building nothing
+  (the same page object every call). With `run_sql` it first runs the list statement on the
+  bare driver and leaves its rows unread: the statement plus the MCP stack carrying the page
+  in one call, the least any server on that stack can take to serve it.
 
 Run (the benchmarks do it through `bench.common.bare_server`):
     .venv/bin/python -m bench.bare_apps --port 8765
@@ -140,7 +142,8 @@ def create_app() -> FastAPI:
         """Answer a pending question (one winner)."""
         return claim(pending_id, answers)
 
-    lister = _bare_lister()
+    statement = _bare_statement()
+    lister = _bare_lister(statement)
     if lister is not None:
 
         @mcp.tool()
@@ -160,8 +163,11 @@ def create_app() -> FastAPI:
     if carried:
 
         @mcp.tool()
-        async def carry_page_kandev() -> CallToolResult:
-            """Kandev's page, read once from BARE_LIST_PAGE: the carriage with no query."""
+        async def carry_page_kandev(run_sql: bool = False) -> CallToolResult:
+            """Kandev's page, read once from BARE_LIST_PAGE: the carriage, after running the
+            list statement (its rows left unread) when run_sql is true."""
+            if run_sql and statement is not None:
+                await statement()
             page = _carried_page(carried)
             # Kandev's encoder for the text copy (pydantic's, compact): the cheapest carriage.
             text = to_json(page).decode()
@@ -262,9 +268,9 @@ def _carried_page(path: str) -> dict[str, Any]:
     return _PAGES[path]
 
 
-def _bare_lister() -> Any:
-    """The list statement on one connection of the bare driver (sqlite3 or asyncpg), or
-    None when the list benchmark did not ask for it."""
+def _bare_statement() -> Any:
+    """The list statement on one connection of the bare driver (sqlite3 or asyncpg): its
+    rows as the driver returns them; None when the list benchmark did not ask for it."""
     target, sql = os.environ.get("BARE_LIST_DB"), os.environ.get("BARE_LIST_SQL")
     if not target or not sql:
         return None
@@ -273,20 +279,31 @@ def _bare_lister() -> Any:
 
         conn: Any = None
 
-        async def pg_rows() -> list[dict[str, Any]]:
+        async def pg_rows() -> list[Any]:
             nonlocal conn
             if conn is None:
                 conn = await asyncpg.connect(target)
-            return [_plain(dict(r)) for r in await conn.fetch(sql)]
+            return list(await conn.fetch(sql))
 
         return pg_rows
     db = sqlite3.connect(target, check_same_thread=False)
     db.row_factory = sqlite3.Row
 
-    async def sqlite_rows() -> list[dict[str, Any]]:
-        return [_plain(dict(r)) for r in db.execute(sql).fetchall()]
+    async def sqlite_rows() -> list[Any]:
+        return db.execute(sql).fetchall()
 
     return sqlite_rows
+
+
+def _bare_lister(statement: Any) -> Any:
+    """The statement's rows as JSON objects (`_plain`), or None without a statement."""
+    if statement is None:
+        return None
+
+    async def rows() -> list[dict[str, Any]]:
+        return [_plain(dict(r)) for r in await statement()]
+
+    return rows
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
