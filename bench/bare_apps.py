@@ -25,9 +25,9 @@ drive it with the very clients they drive Kandev with:
 - MCP tool `carry_page_kandev(run_sql?)`, when `BARE_LIST_PAGE` names a JSON file: returns
   the page it holds (Kandev's own first page, which the list benchmark writes there),
   structured and as compact JSON text (pydantic's encoder, as Kandev's), building nothing
-  (the same page object every call). With `run_sql` it first runs the list statement on the
-  bare driver and leaves its rows unread: the statement plus the MCP stack carrying the page
-  in one call, the least any server on that stack can take to serve it.
+  (the same page object every call). With `run_sql` it first runs the list statement on
+  the bare driver (its rows fetched and dropped): the statement plus the MCP stack carrying
+  the page in one call, the least any server on that stack can take to serve it.
 
 Run (the benchmarks do it through `bench.common.bare_server`):
     .venv/bin/python -m bench.bare_apps --port 8765
@@ -165,7 +165,7 @@ def create_app() -> FastAPI:
         @mcp.tool()
         async def carry_page_kandev(run_sql: bool = False) -> CallToolResult:
             """Kandev's page, read once from BARE_LIST_PAGE: the carriage, after running the
-            list statement (its rows left unread) when run_sql is true."""
+            list statement (its rows fetched and dropped) when run_sql is true."""
             if run_sql and statement is not None:
                 await statement()
             page = _carried_page(carried)

@@ -17,7 +17,7 @@ are theirs, interleaved with the 1,800 they may not see):
    user), against the same bare SQL floor (target ≤ 1.7x), and against the same-stack
    floor: the bare app's MCP SDK tool (bench/bare_apps.py) running that SQL on one driver
    connection and returning its rows, through the same MCP client; and against the carriage
-   floor: the bare MCP SDK running the same SQL on its driver (rows left unread) and then
+   floor: the bare MCP SDK running the same SQL on its driver (rows fetched and dropped), then
    returning Kandev's own first page (captured from its first call), building nothing — the
    statement plus the SDK carrying the page in one call, what any server on the official SDK
    pays for that page, and the ratio it makes with the bare SQL the least one reachable
