@@ -166,7 +166,9 @@ def create_app() -> FastAPI:
         async def carry_page_kandev(run_sql: bool = False) -> CallToolResult:
             """Kandev's page, read once from BARE_LIST_PAGE: the carriage, after running the
             list statement (its rows fetched and dropped) when run_sql is true."""
-            if run_sql and statement is not None:
+            if run_sql:
+                if statement is None:
+                    raise ValueError("run_sql needs BARE_LIST_DB and BARE_LIST_SQL")
                 await statement()
             page = _carried_page(carried)
             # Kandev's encoder for the text copy (pydantic's, compact): the cheapest carriage.

@@ -32,6 +32,7 @@ import json
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,17 @@ async def answer_latency(
     return latencies
 
 
+def _one_answer(
+    client: httpx.AsyncClient, watcher: QuestionWatcher, sessions: list[tuple[str, dict[str, str]]]
+) -> Callable[[int], Awaitable[float]]:
+    """A measure for `in_turns`: round i answers a question of the i-th session."""
+
+    async def measure(i: int) -> float:
+        return (await answer_latency(client, watcher, 1, [sessions[i]]))[0]
+
+    return measure
+
+
 async def paired_latency(kandev_url: str, bare_url: str, n: int) -> tuple[list[float], list[float]]:
     """One agent waiting at a time, on Kandev and on the bare app in alternation (both
     servers up, each in turn first): (Kandev's latencies, the bare app's)."""
@@ -168,16 +180,11 @@ async def paired_latency(kandev_url: str, bare_url: str, n: int) -> tuple[list[f
             asyncio.create_task(watchers[1].run(bare)),
         ]
         try:
-            kandev_sessions = await _sessions(kandev, n + 3)
-            bare_sessions = await _bare_sessions(bare_url, n + 3)
-
-            async def on_kandev(i: int) -> float:
-                return (await answer_latency(kandev, watchers[0], 1, [kandev_sessions[i]]))[0]
-
-            async def on_bare(i: int) -> float:
-                return (await answer_latency(bare, watchers[1], 1, [bare_sessions[i]]))[0]
-
-            latencies = await in_turns([on_kandev, on_bare], n, warmup=3)
+            measures = [
+                _one_answer(kandev, watchers[0], await _sessions(kandev, n + 3)),
+                _one_answer(bare, watchers[1], await _bare_sessions(bare_url, n + 3)),
+            ]
+            latencies = await in_turns(measures, n, warmup=3)
         finally:
             for follower in followers:
                 follower.cancel()
