@@ -213,11 +213,17 @@ def test_single_question_happy_path(page, board, rest) -> None:
     options = region.locator(".option")
     first_label = options.first.locator(".opt-label").inner_text()
     button = region.get_by_role("button", name=re.compile("^" + re.escape(first_label)))
-    # Label and description are separate rows of the option.
-    assert (
-        options.first.locator(".opt-label").bounding_box()["y"]
-        < (options.first.locator(".opt-desc").bounding_box()["y"])
+    # Label and description are separate rows of the option. Both boxes are read in one
+    # script run: two separate reads can straddle a layout shift (the overlay settling, the
+    # conversation growing) and compare positions from two different layouts.
+    label_top, label_bottom, desc_top = options.first.evaluate(
+        """o => {
+            const l = o.querySelector('.opt-label').getBoundingClientRect();
+            const d = o.querySelector('.opt-desc').getBoundingClientRect();
+            return [l.top, l.bottom, d.top];
+        }"""
     )
+    assert label_top < desc_top and label_bottom <= desc_top + 1
     button.click()
     expect(button).to_have_attribute("aria-pressed", "true")
     expect(region.get_by_text("1 of 1 answered")).to_be_visible()
