@@ -144,7 +144,8 @@ class PreloadedServe:
 
 
 # What `kandev serve` imports up to serving: its own import, and what it imports lazily as it
-# starts (compared with sys.modules of a server that has started).
+# starts (compared with sys.modules of a server that has started) or when its first agent
+# starts (the ACP runtime: the crash tests' servers all run agents).
 PRELOAD = (
     "kandev.cli",
     "kandev.startup",

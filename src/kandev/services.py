@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import cached_property
 
-from kandev.agents.acp_permissions import DecidingPolicy
+from kandev.agents.deferred_runtime import DeferredRuntime
 from kandev.agents.processes import AgentProcessLedger
 from kandev.agents.runtime import AgentRuntime
 from kandev.auth.agent_tokens import AgentTokenService
@@ -164,6 +164,19 @@ class Services:
         await self.db.dispose()
 
 
+def _acp_runtime(
+    ledger: AgentProcessLedger, permissions: PermissionService, start_timeout: float
+) -> AgentRuntime:
+    """The real runtime: agents as local ACP subprocesses, their permission requests decided
+    by the profile's policy (maybe a person)."""
+    from kandev.agents.acp_permissions import DecidingPolicy
+    from kandev.agents.acp_runtime import AcpRuntime
+
+    return AcpRuntime(
+        ledger=ledger, start_timeout=start_timeout, permission_policy=DecidingPolicy(permissions)
+    )
+
+
 def build_services(
     settings: Settings,
     *,
@@ -186,12 +199,10 @@ def build_services(
     # An agent's permission requests are decided by its profile's policy (maybe a person).
     permissions = PermissionService(db, clock, id_factory, access, recorder)
     if runtime is None:
-        from kandev.agents.acp_runtime import AcpRuntime
-
-        runtime = AcpRuntime(
-            ledger=agent_processes,
-            start_timeout=settings.agent_start_timeout,
-            permission_policy=DecidingPolicy(permissions),
+        # The ACP SDK is imported when the first agent starts: a server that serves the
+        # board, REST and MCP without launching an agent never pays for it.
+        runtime = DeferredRuntime(
+            lambda: _acp_runtime(agent_processes, permissions, settings.agent_start_timeout)
         )
     git = GitRunner()  # one per server: its per-repository locks serialize git work
     repositories = RepositoryService(db, clock, id_factory, access, git=git)
