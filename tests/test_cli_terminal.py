@@ -178,6 +178,28 @@ def test_sessions_start_prompt_and_watch_with_the_demo_agent(server: ServeProces
     assert queued_or_sent.startswith(("Sent: turn ", "Queued: "))
 
 
+def test_the_server_logs_agent_and_question_lines(server: ServeProcess) -> None:
+    """The lines docs/agents.md lists reach the server's output, as uvicorn's do (they were
+    dropped: the MCP SDK sets the root logger to WARNING)."""
+    url = server.url
+    ws = ok_json(url, "workspace", "create", "Logged")
+    task = ok_json(url, "task", "create", "Log me", "--workspace", ws["id"])
+    session = ok_json(url, "session", "start", task["id"], "--profile", "demo", "--prompt", "go")
+    sid = f"session_id={session['id']}"
+    started = server.output.until(lambda line: "agent started" in line and sid in line)
+    assert started.startswith("INFO:") and "pid=" in started and "resumed=False" in started
+    asked = server.output.until(lambda line: "question asked" in line and sid in line)
+    pending = re.search(r"pending_id=(\S+)", asked)
+    assert pending and "questions=1" in asked
+    answered = httpx.post(
+        f"{url}/api/v1/clarification/{pending[1]}/respond",
+        json={"answers": [{"question_id": "next_step", "selected_options": ["go_ahead"]}]},
+    )
+    assert answered.status_code == 200, answered.text
+    line = server.output.until(lambda line: "question answered" in line and sid in line)
+    assert f"pending_id={pending[1]}" in line and "status=answered via=rest" in line
+
+
 def test_watch_json_and_ctrl_c(server: ServeProcess) -> None:
     url = server.url
     ws = ok_json(url, "workspace", "create", "Watch")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -47,6 +48,13 @@ class Settings(BaseSettings):
     db_queue_timeout_seconds: float = Field(default=30.0, gt=0)
     # Startup failures print a traceback instead of one line.
     debug: bool = False
+    # The server's log: Kandev's own lines (agents, questions, the perimeter) and uvicorn's.
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     def public_base_url(self) -> str:
         if self.public_url:

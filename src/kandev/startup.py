@@ -194,12 +194,13 @@ async def _serve(
     from kandev.heap import settle_heap
     from kandev.perimeter import uvicorn_options
 
+    log_kandev_lines(settings.log_level)
     app = create_app(settings)
     config = uvicorn.Config(
         _ending_streams_on_shutdown(app),
         host=settings.host,
         port=settings.port,
-        log_level="info",
+        log_level=settings.log_level,
         interface="asgi3",
         lifespan="off",  # the app's lifespan is entered below, where its failures surface
         # Open SSE streams end when the shutdown begins (`_ending_streams_on_shutdown`); this
@@ -222,6 +223,26 @@ async def _serve(
         on_started(settings, app.state.services.auth.mode)
         with _replayed_signal_ignored():
             await Server(config).serve(sockets=[sock])
+
+
+def log_kandev_lines(level: str) -> None:
+    """Kandev's own log lines (`agent started …`, `question answered …`, the perimeter's
+    refusals) on stderr, formatted as uvicorn's are. Without a handler of their own they
+    would reach only the root logger, which the MCP SDK sets to WARNING: no INFO line
+    would ever show."""
+    import logging
+
+    from uvicorn.logging import DefaultFormatter
+
+    logger = logging.getLogger("kandev")
+    if any(getattr(h, "kandev_serve", False) for h in logger.handlers):
+        return  # set up already (a second server in this process)
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+    handler.kandev_serve = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False  # not again through the root's handler
 
 
 def _ending_streams_on_shutdown(app: Any) -> Any:

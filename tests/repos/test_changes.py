@@ -141,6 +141,29 @@ async def test_squash_merge_with_another_branch_checked_out(board: RepoBoard) ->
     assert git(board.repo, "rev-parse", "--abbrev-ref", "HEAD") == "elsewhere"
 
 
+async def test_a_squashed_branch_has_nothing_more_to_merge(board: RepoBoard) -> None:
+    task, _ = await _task_with_commit(board, {"feature.txt": "feature\n"}, "Squash once")
+    squashed = await board.services.changes.merge(task.id, MergeCreate(strategy="squash"))
+    before = checkout_state(board.repo)
+    for strategy in ("squash", "merge"):  # neither may add a commit that changes no file
+        with pytest.raises(Conflict, match="already has every change of the branch"):
+            await board.services.changes.merge(task.id, MergeCreate(strategy=strategy))
+    assert git(board.repo, "rev-parse", "main") == squashed["commit"]
+    assert checkout_state(board.repo) == before
+
+
+async def test_merging_uncommitted_work_says_to_commit_it_first(board: RepoBoard) -> None:
+    task = await board.task()
+    path, task = await board.worktree(task)
+    (path / "feature.txt").write_text("not committed\n")
+    with pytest.raises(Conflict, match="not committed yet: commit them first"):
+        await board.services.changes.merge(task.id, MergeCreate())
+    (path / "feature.txt").unlink()  # a clean worktree: the plain reason alone
+    with pytest.raises(Conflict) as caught:
+        await board.services.changes.merge(task.id, MergeCreate())
+    assert caught.value.message == "nothing to merge: 'main' already has every commit of the branch"
+
+
 async def test_merge_conflict_leaves_the_repository_untouched(board: RepoBoard) -> None:
     task, _ = await _task_with_commit(board, {"README.md": "theirs\n", "new.txt": "n\n"})
     (board.repo / "README.md").write_text("ours\n")

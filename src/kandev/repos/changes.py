@@ -660,7 +660,7 @@ class ChangesService:
                 repo, "merge-base", "--is-ancestor", branch_oid, base_oid, check=False
             )
             if merged.returncode == 0:
-                raise Conflict(f"nothing to merge: {base!r} already has every commit of the branch")
+                raise Conflict(await self._nothing_to_merge(task, base))
             result = await self.git.run(
                 repo,
                 "merge-tree",
@@ -678,6 +678,11 @@ class ChangesService:
             if result.returncode != 0:
                 raise Conflict(f"the merge could not be computed: {result.stderr.decode().strip()}")
             tree = tokens[0]
+            base_tree = (await self.git.run(repo, "rev-parse", f"{base_oid}^{{tree}}")).text
+            if tree == base_tree:
+                # A squash already landed (or the same change reached the base another way):
+                # a commit now would change no file.
+                raise Conflict(f"nothing to merge: {base!r} already has every change of the branch")
             head = await self.git.run(repo, "symbolic-ref", "-q", "HEAD", check=False)
             checked_out = head.returncode == 0 and head.text == base_ref
             if checked_out:
@@ -709,6 +714,17 @@ class ChangesService:
                 await self.git.run(repo, "update-ref", base_ref, commit, base_oid)
         await self._announce(task_id)
         return {"commit": commit, "strategy": data.strategy, "base_branch": base}
+
+    async def _nothing_to_merge(self, task: Task, base: str) -> str:
+        """Why a branch with no commit of its own has nothing to merge; when the worktree
+        holds uncommitted changes, the step that is missing: commit them first."""
+        message = f"nothing to merge: {base!r} already has every commit of the branch"
+        worktree = Path(task.worktree_path) if task.worktree_path else None
+        if worktree is not None and worktree.is_dir():
+            status = await self.git.run(worktree, "status", "--porcelain", check=False)
+            if status.returncode == 0 and status.text:
+                message += "; the task's changes are not committed yet: commit them first"
+        return message
 
     async def _announce(self, task_id: str) -> None:
         """After a commit or a merge: `task.changes_updated`, even when the files read the
