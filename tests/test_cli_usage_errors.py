@@ -14,6 +14,8 @@ import pytest
         (["task", "list"], "--workspace"),
         (["task", "list", "--workspace", "w", "--bogus"], "--bogus"),
         (["questions", "answer"], "pending_id"),
+        # Checked before the server is asked (none answers at this URL).
+        (["questions", "answer", "p"], "nothing to answer with: give --option"),
     ],
 )
 def test_usage_error_is_one_line_and_exit_2(args: list[str], names: str) -> None:

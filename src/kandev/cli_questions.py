@@ -255,6 +255,11 @@ def answer_question(
     options, texts = parse_pairs(option, "--option"), parse_pairs(text, "--text")
     if reject is not None and (options or texts):
         raise typer.BadParameter("--reject cannot be combined with --option/--text")
+    if reject is None and not (options or texts):
+        raise typer.BadParameter(
+            "nothing to answer with: give --option QUESTION_ID=OPTION_ID or --text "
+            "QUESTION_ID=TEXT for each question, or --reject REASON"
+        )
 
     async def action() -> int:
         arguments: dict[str, Any] = {"pending_id": pending_id}
