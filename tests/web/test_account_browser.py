@@ -5,6 +5,7 @@ the live badge. Every wait is on DOM state; nothing sleeps."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 
 import httpx
@@ -353,6 +354,54 @@ def test_admin_edits_profiles_and_a_member_only_reads(auth_context, admin_and_me
     expect(page.locator("#profiles > li[data-profile-name=claude]")).to_be_visible()
     expect(page.locator("#profile-form")).to_have_count(0)
     expect(page.get_by_role("button", name=re.compile("^(Edit|Delete)"))).to_have_count(0)
+
+
+def test_profiles_show_their_permission_policy_and_the_edit_form_changes_it(
+    page, rest, screenshot
+) -> None:
+    r = rest.post(
+        "/api/v1/agent-profiles",
+        json={
+            "name": "careful",
+            "command": [sys.executable],
+            "permission_policy": "deny",
+            "permission_allow": ["read"],
+        },
+    )
+    assert r.status_code == 201, r.text
+    profile_id = r.json()["id"]
+    page.goto("/settings/agents")
+    demo = page.locator("#profiles > li[data-profile-name=demo] .profile-policy")
+    careful = page.locator("#profiles > li[data-profile-name=careful]")
+    policy = careful.locator(".profile-policy")
+    expect(demo).to_have_attribute("data-policy", "ask")
+    expect(demo).to_contain_text("a person decides each request")
+    expect(policy).to_have_attribute("data-policy", "deny")
+    expect(policy).to_contain_text("every request is rejected at once")
+    expect(policy.locator(".policy-allow-list code")).to_have_text(["read"])
+
+    careful.locator("summary", has_text="Edit").click()
+    form = page.get_by_role("form", name="Edit careful")
+    expect(form.get_by_label("Permission policy")).to_have_value("deny")
+    expect(form.get_by_label("Permission allow")).to_have_value("read")
+    form.get_by_label("Permission policy").select_option("allow")
+    form.get_by_label("Permission allow").fill("read\n" + "x" * 201)
+    form.get_by_role("button", name="Save changes").click()
+    form = page.get_by_role("form", name="Edit careful")
+    expect(form.get_by_role("alert")).to_have_text(
+        "Permission allow: line 2: at most 200 characters."
+    )
+    expect(form.get_by_label("Permission allow")).to_have_attribute("aria-invalid", "true")
+    expect(form.get_by_label("Permission policy")).to_have_value("allow")  # kept as chosen
+    screenshot(page, "settings-agents-policy-error.png", full_page=True)
+    form.get_by_label("Permission allow").fill("read\nsearch")
+    form.get_by_role("button", name="Save changes").click()
+    expect(policy).to_have_attribute("data-policy", "allow")
+    expect(policy.locator(".policy-allow-list code")).to_have_text(["read", "search"])
+    stored = rest.get(f"/api/v1/agent-profiles/{profile_id}").json()
+    assert stored["permission_policy"] == "allow"
+    assert stored["permission_allow"] == ["read", "search"]
+    screenshot(page, "settings-agents-policy.png")
 
 
 def test_pages_fit_a_phone(browser, server) -> None:

@@ -326,6 +326,70 @@ async def test_member_sees_profiles_read_only_and_a_post_is_refused(auth_client)
     assert "sneaky" not in names
 
 
+async def test_profile_form_edits_the_permission_policy_and_names_a_bad_field(client) -> None:
+    command = sys.executable
+    r = await client.post(
+        "/settings/agents",
+        data={
+            "name": "careful",
+            "command": command,
+            "permission_policy": "deny",
+            "permission_allow": "read\n\n  search \nread",
+        },
+    )
+    assert r.status_code == 303, r.text
+    profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
+    careful = next(p for p in profiles if p["name"] == "careful")
+    assert careful["permission_policy"] == "deny"
+    assert careful["permission_allow"] == ["read", "search"]
+    action = f"/settings/agents/{careful['id']}"
+
+    async def refused(error: str, **fields: str):
+        """Post the edit form; it is refused with `error` and re-rendered: the form."""
+        bad = await client.post(action, data={"name": "careful", "command": command, **fields})
+        assert bad.status_code == 400
+        doc = soup(bad)
+        assert doc.select_one(f"#edit-{careful['id']}-error").text == error
+        return doc.select_one(f"form[action='{action}']")
+
+    form = await refused(
+        "Permission policy must be one of 'ask', 'allow', 'deny', not 'maybe'.",
+        permission_policy="maybe",
+    )
+    assert form.select_one("select[name=permission_policy]")["aria-invalid"] == "true"
+    too_long = "read\n" + "x" * 201
+    form = await refused(
+        "Permission allow: line 2: at most 200 characters.",
+        permission_policy="allow",
+        permission_allow=too_long,
+    )
+    assert form.select_one("textarea[name=permission_allow]")["aria-invalid"] == "true"
+    assert form.select_one("textarea[name=permission_allow]").text == too_long  # kept as typed
+    assert form.select_one("select[name=permission_policy] option[selected]")["value"] == "allow"
+
+    # A form without the permission fields (a script, an older page) leaves them as they are.
+    r = await client.post(action, data={"name": "careful2", "command": command})
+    assert r.status_code == 303
+    stored = await client.services.agent_profiles.get_profile(careful["id"])  # type: ignore[attr-defined]
+    assert (stored.name, stored.permission_policy, stored.permission_allow) == (
+        "careful2",
+        "deny",
+        ["read", "search"],
+    )
+    r = await client.post(
+        action,
+        data={
+            "name": "careful2",
+            "command": command,
+            "permission_policy": "ask",
+            "permission_allow": "",
+        },
+    )
+    assert r.status_code == 303
+    stored = await client.services.agent_profiles.get_profile(careful["id"])  # type: ignore[attr-defined]
+    assert (stored.permission_policy, stored.permission_allow) == ("ask", [])
+
+
 async def test_auth_off_everyone_may_edit_profiles(client) -> None:
     doc = soup(await client.get("/settings/agents"))
     assert doc.select_one("#agents-readonly") is None

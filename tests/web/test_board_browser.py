@@ -7,7 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, PHONE
+from tests.repos.git_helpers import make_repo
+from tests.web.conftest import DESKTOP, PHONE, created
 
 
 def test_board_shows_one_column_per_step_and_cards_in_position_order(page, board) -> None:
@@ -313,6 +314,45 @@ def test_board_screenshots(browser, server, board, rest, screenshot) -> None:
             screenshot(page, name, full_page=name == "board-mobile.png")
         finally:
             ctx.close()
+
+
+def test_new_task_form_offers_the_workspace_repositories(
+    page, board, rest, tmp_path, screenshot
+) -> None:
+    """No repository in the workspace: no Repository field. With one: an optional select,
+    none by default; the task made with it chosen is on that repository."""
+    page.goto(board.url)
+    page.locator("summary", has_text="New task").click()
+    form = page.locator("#new-task-form")
+    expect(form.get_by_label("Title")).to_be_visible()
+    expect(form.locator('select[name="repository_id"]')).to_have_count(0)
+
+    repo = make_repo(tmp_path / "shop")
+    registered = created(
+        rest.post(
+            f"/api/v1/workspaces/{board.workspace['id']}/repositories",
+            json={"path": str(repo), "name": "shop"},
+        )
+    )
+    page.reload()
+    page.locator("summary", has_text="New task").click()
+    select = form.get_by_label("Repository")
+    expect(select).to_have_value("")  # none by default
+    expect(select.locator("option")).to_have_text(["None (no worktree)", "shop (main)"])
+    screenshot(page, "board-new-task-repository.png")
+    form.get_by_label("Title").fill("Plain card")
+    form.get_by_role("button", name="Create task").click()
+    backlog = page.locator(".column", has=page.get_by_role("heading", name="Backlog"))
+    expect(backlog.locator(".card-title")).to_have_text(["Plain card"])
+
+    page.locator("summary", has_text="New task").click()
+    form.get_by_label("Title").fill("On the repository")
+    form.get_by_label("Repository").select_option(label="shop (main)")
+    form.get_by_role("button", name="Create task").click()
+    expect(backlog.locator(".card-title")).to_have_count(2)
+    tasks = rest.get("/api/v1/tasks", params={"workflow_id": board.workflow["id"]}).json()
+    on_repo = {t["title"]: (t["repository_id"], t["base_branch"]) for t in tasks["tasks"]}
+    assert on_repo == {"Plain card": (None, None), "On the repository": (registered["id"], "main")}
 
 
 def test_new_task_with_a_profile_and_prompt_starts_the_agent(page, board, rest) -> None:

@@ -5,6 +5,7 @@ refresh on `task.changes_updated` and the header's +A -D on `task.updated`."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -221,3 +222,51 @@ def test_commit_and_merge_from_the_panel_clean_and_conflicting(page, board, tmp_
     expect(error).to_contain_text("conflicts in app.py")
     expect(error).to_contain_text("nothing was changed")
     assert checkout_state(repo) == before
+
+
+def _setup_note(page, board, tmp_path: Path, name: str, **repository) -> tuple:
+    """A task on a new repository with `repository`'s setup; its first session started and its
+    page open. Returns the conversation's setup messages (copy_files notes, then the script)."""
+    repo = make_repo(tmp_path / name)
+    registered = created(
+        board.rest.post(
+            f"/api/v1/workspaces/{board.workspace['id']}/repositories",
+            json={"path": str(repo), "name": name, **repository},
+        )
+    )
+    task = board.task(f"Setup {name}", repository_id=registered["id"])
+    start(board, task, "echo ready")
+    open_task(page, task)
+    return page.locator('#conversation [data-type="setup_script"]')
+
+
+def _background(locator) -> str:
+    return locator.evaluate("el => getComputedStyle(el).backgroundColor")
+
+
+def test_a_successful_setup_script_is_a_note_and_a_failing_one_an_error(
+    page, board, tmp_path: Path, screenshot
+) -> None:
+    notes = _setup_note(
+        page, board, tmp_path, "broken", setup_script="echo half way\nexit 3", copy_files=[".env"]
+    )
+    expect(notes).to_have_count(2)
+    warning, failed = notes.nth(0), notes.nth(1)
+    expect(warning).to_have_attribute("data-status", "warning")
+    expect(warning).to_have_text("copy_files: .env: not found")
+    expect(failed).to_have_attribute("data-status", "failed")
+    expect(failed).to_have_text("setup script failed (exit 3)\nhalf way")
+    expect(failed).to_have_class(re.compile(r"\bmsg-error\b"))
+    error_bg, warning_bg = _background(failed), _background(warning)
+    error_color = failed.evaluate("el => getComputedStyle(el).color")
+    assert warning_bg != error_bg  # a warning is not drawn as the failure
+    screenshot(page, "setup-failed.png")
+
+    notes = _setup_note(page, board, tmp_path, "fine", setup_script="echo ready in 1s")
+    ok = notes.first
+    expect(ok).to_have_attribute("data-status", "ok")
+    expect(ok).to_have_text("setup script finished\nready in 1s")
+    expect(ok).not_to_have_class(re.compile(r"\bmsg-error\b"))
+    assert _background(ok) not in (error_bg, warning_bg)
+    assert ok.evaluate("el => getComputedStyle(el).color") != error_color
+    screenshot(page, "setup-ok.png")

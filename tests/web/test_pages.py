@@ -380,7 +380,7 @@ def _asked(status: str, **extra) -> object:
                 response={"selected_options": [], "custom_text": "none, use files"},
                 agent_disconnected=True,
             ),
-            "none, use files sent as a new message",
+            "Written answer none, use files sent as a new message",
         ),
         (_asked("rejected", response={"rejected": True, "reject_reason": ""}), "Skipped"),
         (_asked("expired"), "timed out, agent moved on"),

@@ -420,6 +420,41 @@ def test_typing_deselects_the_option_and_enter_commits(page, board, rest) -> Non
     assert row["metadata"]["response"]["custom_text"] == "Do it my way"
 
 
+@pytest.mark.parametrize("via", ["rest", "overlay"])
+def test_a_text_only_answer_is_shown_as_a_written_answer(
+    page, board, rest, via, screenshot
+) -> None:
+    """An answer with custom text and no option (`kandev questions answer ID --text …`, or
+    typed in the overlay) reads "Written answer" and the text: never a ✓ with no label."""
+    task = board.task("Written")
+    session = start(board, task, "Plan the release", profile="demo")
+    open_task(page, task)
+    region = overlay(page)
+    expect(region).to_be_visible()
+    if via == "rest":
+        row = next(m for m in messages(rest, session["id"]) if m["type"] == "clarification_request")
+        r = rest.post(
+            f"/api/v1/clarification/{row['metadata']['pending_id']}/respond",
+            json={
+                "answers": [{"question_id": row["metadata"]["question_id"], "custom_text": "use X"}]
+            },
+        )
+        assert r.status_code == 200 and r.json()["claimed"] is True, r.text
+    else:
+        box = region.get_by_role("textbox", name="Your answer")
+        box.fill("use X")
+        box.press("Enter")
+    expect(region).to_be_hidden()
+    for _ in ("live", "reloaded"):
+        answer = page.locator("#conversation .qa-answered [data-answer]")
+        expect(answer.locator(".answer-kind")).to_have_text("Written answer")
+        expect(answer.locator(".answer-text")).to_have_text("use X")
+        expect(answer.locator(".answer-label")).to_have_count(0)
+        screenshot(page, f"written-answer-{via}.png")
+        page.reload()
+        expect(page.locator("body")).to_have_attribute("data-ready", "1")
+
+
 def test_lost_race_closes_the_overlay_and_shows_the_winners_answer(page, board, rest) -> None:
     """W3: the bundle is answered over REST first; this tab (with no live updates, so it
     cannot know) then submits: claimed:false, and the page shows the winner's answer."""

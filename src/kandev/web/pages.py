@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kandev.board.models import AgentProfile, Workflow, WorkflowStep, Workspace
+from kandev.repos.models import Repository
 from kandev.sessions.models import Message
 from kandev.web.diff_view import FileView
 
@@ -34,6 +35,8 @@ class BoardPage:
     profiles: list[AgentProfile]
     total_tasks: int
     last_event_id: int  # the bus id before the page was read: the first SSE connect replays
+    # The workspace's registered repositories: the New task form offers them (none: no field).
+    repositories: list[Repository] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

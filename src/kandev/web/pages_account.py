@@ -44,8 +44,18 @@ class ProfileForm:
     name: str = ""
     command: str = ""
     env: str = ""
+    permission_policy: str = "ask"  # "ask", "allow" or "deny"
+    permission_allow: str = ""  # one tool kind or exact tool title per line
     error: str = ""
-    error_field: str = ""  # "name", "command" or "env" (the field the service named)
+    error_field: str = ""  # "name", "command", "env", "permission_policy" or "permission_allow"
+
+
+# What each permission policy does with an agent's request (docs/permissions.md).
+PERMISSION_POLICY_TEXT: dict[str, str] = {
+    "ask": "a person decides each request",
+    "allow": "every request is allowed at once",
+    "deny": "every request is rejected at once",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class AgentsPage:
     create_form: ProfileForm
     edit_form: ProfileForm | None = None  # re-rendered with its error after a refused save
     notice: str = ""
+    policies: dict[str, str] = field(default_factory=lambda: dict(PERMISSION_POLICY_TEXT))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from starlette.responses import RedirectResponse, Response
 from kandev.api.deps import (
     AgentProfileServiceDep,
     EventsServiceDep,
+    RepositoryServiceDep,
     SessionServiceDep,
     TaskPresenterDep,
     TaskServiceDep,
@@ -16,6 +17,7 @@ from kandev.api.deps import (
 )
 from kandev.board.inputs import TaskCreate, WorkflowCreate, WorkspaceCreate
 from kandev.board.models import Workflow, Workspace
+from kandev.repos.models import Repository
 from kandev.sessions.inputs import SessionCreate
 from kandev.web.pages import BoardPage, CardFragment, Column
 from kandev.web.render import render
@@ -49,6 +51,7 @@ async def board_page(
     workflow_service: WorkflowServiceDep,
     task_service: TaskServiceDep,
     profile_service: AgentProfileServiceDep,
+    repository_service: RepositoryServiceDep,
     request: Request,
     workspace: str | None = None,
     workflow: str | None = None,
@@ -63,8 +66,10 @@ async def board_page(
     chosen_wf: Workflow | None = None
     columns: list[Column] = []
     total = 0
+    repositories: list[Repository] = []
     if chosen_ws is not None:
         workflows, _ = await workflow_service.list_workflows(chosen_ws.id)
+        repositories = await repository_service.list_repositories(chosen_ws.id)
         if workflow:
             wanted = await workflow_service.get_workflow(workflow)
             workflow = wanted.id if wanted.workspace_id == chosen_ws.id else None
@@ -89,6 +94,7 @@ async def board_page(
         profiles=await profile_service.list_profiles(),
         total_tasks=total,
         last_event_id=last_event_id,
+        repositories=repositories,
     )
     response = render(request, "board.html", page, nav="board")
     if chosen_ws is not None:
@@ -138,8 +144,9 @@ async def create_task(
         "title": form_text(form, "title"),
         "description": form_text(form, "description"),
     }
-    if form_text(form, "workflow_step_id"):
-        values["workflow_step_id"] = form_text(form, "workflow_step_id")
+    for name in ("workflow_step_id", "repository_id"):  # optional: "" leaves the default
+        if form_text(form, name):
+            values[name] = form_text(form, name)
     task = await task_service.create_task(parse_form(TaskCreate, values))
     profile_id = form_text(form, "agent_profile_id")
     prompt = form_text(form, "prompt").strip()

@@ -7,6 +7,7 @@ AgentProfileService for profiles); the service's error is shown inline, naming t
 from __future__ import annotations
 
 import shlex
+from typing import get_args
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
@@ -16,7 +17,12 @@ from kandev.api.errors import status_for
 from kandev.auth.identity import current_identity
 from kandev.auth.service import AuthService
 from kandev.board.agent_profiles import AgentProfileService, require_profile_manager
-from kandev.board.inputs import AgentProfileCreate, AgentProfileUpdate
+from kandev.board.inputs import (
+    AgentProfileCreate,
+    AgentProfileUpdate,
+    AllowEntry,
+    PermissionPolicyName,
+)
 from kandev.errors import Forbidden, KandevError, ValidationFailed
 from kandev.web.mcp_catalog import client_configs, external_tools, group_tools
 from kandev.web.pages_account import AgentsPage, McpPage, ProfileForm, TokensPage
@@ -26,7 +32,10 @@ from kandev.web.routes.common import form_text, page_route, parse_form
 router = APIRouter()
 TOKENS_PATH = "/settings/tokens"
 AGENTS_PATH = "/settings/agents"
-PROFILE_FIELDS = ("name", "command", "env")
+PROFILE_FIELDS = ("name", "command", "env", "permission_policy", "permission_allow")
+# The input model's own rules, read off its types: ("ask", "allow", "deny") and 200.
+PERMISSION_POLICIES: tuple[str, ...] = get_args(PermissionPolicyName)
+ALLOW_ENTRY_MAX: int = get_args(AllowEntry)[1].max_length
 
 
 def _field_of(exc: KandevError) -> str:
@@ -153,12 +162,40 @@ def _parse_env(text: str) -> dict[str, str]:
     return env
 
 
+def _parse_policy(text: str) -> str:
+    if text not in PERMISSION_POLICIES:
+        choices = ", ".join(repr(p) for p in PERMISSION_POLICIES)
+        raise ValidationFailed("permission_policy", f"must be one of {choices}, not {text!r}")
+    return text
+
+
+def _parse_allow(text: str) -> list[str]:
+    """One tool kind or exact tool title per line; blank lines and repeats are dropped."""
+    entries: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        entry = line.strip()
+        if not entry or entry in entries:
+            continue
+        if len(entry) > ALLOW_ENTRY_MAX:
+            raise ValidationFailed(
+                "permission_allow", f"line {number}: at most {ALLOW_ENTRY_MAX} characters"
+            )
+        entries.append(entry)
+    return entries
+
+
 def _profile_values(form) -> dict[str, object]:
-    return {
+    values: dict[str, object] = {
         "name": form_text(form, "name").strip(),
         "command": _parse_command(form_text(form, "command")),
         "env": _parse_env(form_text(form, "env")),
     }
+    # A form without the permission fields (an older page, a script) leaves them as they are.
+    if "permission_policy" in form:
+        values["permission_policy"] = _parse_policy(form_text(form, "permission_policy"))
+    if "permission_allow" in form:
+        values["permission_allow"] = _parse_allow(form_text(form, "permission_allow"))
+    return values
 
 
 def _typed(form, profile_id: str, exc: KandevError) -> ProfileForm:
@@ -167,6 +204,8 @@ def _typed(form, profile_id: str, exc: KandevError) -> ProfileForm:
         name=form_text(form, "name"),
         command=form_text(form, "command"),
         env=form_text(form, "env"),
+        permission_policy=form_text(form, "permission_policy") or "ask",
+        permission_allow=form_text(form, "permission_allow"),
         error=exc.message,
         error_field=_field_of(exc),
     )

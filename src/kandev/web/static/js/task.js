@@ -63,13 +63,19 @@ function showAnswer(row) {
   const r = row.metadata.response || {};
   if (row.metadata.status === "rejected") { slot.textContent = "Skipped"; return; }
   const options = row.metadata.question?.options || [];
-  for (const opt of options) {
-    if ((r.selected_options || []).includes(opt.option_id)) {
-      const label = document.createElement("span");
-      label.className = "answer-label";
-      label.textContent = opt.label;
-      slot.append(label, " ");
-    }
+  const picked = options.filter((opt) => (r.selected_options || []).includes(opt.option_id));
+  for (const opt of picked) {
+    const label = document.createElement("span");
+    label.className = "answer-label";
+    label.textContent = opt.label || opt.option_id;
+    slot.append(label, " ");
+  }
+  if (!picked.length && r.custom_text) {
+    // Text only: say what it is rather than leave the ✓ with no label (as _message.html).
+    const kind = document.createElement("span");
+    kind.className = "answer-kind";
+    kind.textContent = "Written answer";
+    slot.append(kind);
   }
   if (r.custom_text) {
     const quote = document.createElement("blockquote");
