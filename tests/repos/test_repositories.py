@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
 
 from kandev.auth.identity import Identity, acting_as
 from kandev.board.inputs import WorkspaceCreate
 from kandev.errors import NotFound
+from kandev.repos import repository_sql
 from kandev.repos.inputs import RepositoryCreate
 from kandev.services import Services
 from tests.api_client import asgi_client
+from tests.clarification.test_repository import wait_for_lock_waiter
 from tests.repos.git_helpers import git, make_repo
 
 
@@ -71,6 +77,72 @@ async def test_bad_paths_are_refused_naming_path(sqlite_url: str, tmp_path: Path
             assert r.status_code == 400 and r.json()["error"].startswith("copy_files"), bad
         r = await client.post("/api/v1/workspaces/nope/repositories", json={"path": str(repo)})
         assert r.status_code == 404
+
+
+async def test_a_checkout_is_registered_once_per_workspace_even_at_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "project")
+    async with asgi_client(tmp_path, database_url) as client:
+        ws, _ = await _board(client)
+        base = f"/api/v1/workspaces/{ws['id']}/repositories"
+        # Eight registrations of one path at once (concurrent transactions on PostgreSQL).
+        tries = await asyncio.gather(
+            *(client.post(base, json={"path": str(repo), "name": f"n{i}"}) for i in range(8))
+        )
+        assert sorted(r.status_code for r in tries) == [201] + [409] * 7
+        (winner,) = [r.json() for r in tries if r.status_code == 201]
+        for refused in (r for r in tries if r.status_code == 409):
+            assert refused.json()["error"] == (
+                f"path: {repo} is already registered in this workspace as "
+                f"{winner['name']!r} ({winner['id']})"
+            )
+        again = await client.post(base, json={"path": f"{repo}/"})  # the same path, spelled apart
+        assert again.status_code == 409, again.text
+        listed = (await client.get(base)).json()["repositories"]
+        assert [x["id"] for x in listed] == [winner["id"]]
+        # Another workspace registers its own.
+        other, _ = await _board(client)
+        r = await client.post(
+            f"/api/v1/workspaces/{other['id']}/repositories", json={"path": str(repo)}
+        )
+        assert r.status_code == 201, r.text
+
+
+async def test_a_registration_waits_for_one_of_the_same_path_in_flight_on_postgresql(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Deterministic: a registration of the path is held open (its lock taken, its row
+    written, not committed); a second one must wait for it, then refuse. Without the lock it
+    would see no row and add a second registration."""
+    if "postgresql" not in database_url:
+        pytest.skip("SQLite serializes whole write transactions (its one write lock)")
+    repo = make_repo(tmp_path / "project")
+    async with asgi_client(tmp_path, database_url) as client:
+        ws, _ = await _board(client)
+        db = client.services.db  # type: ignore[attr-defined]
+        async with anyio.create_task_group() as group:
+            results: list[httpx.Response] = []
+
+            async def second() -> None:
+                base = f"/api/v1/workspaces/{ws['id']}/repositories"
+                results.append(await client.post(base, json={"path": str(repo)}))
+
+            async with db.write() as conn:
+                await repository_sql.lock_registrations_of(conn, ws["id"], str(repo))
+                now = datetime.now(UTC)
+                first = {
+                    "id": "first", "workspace_id": ws["id"], "name": "first", "path": str(repo),
+                    "default_branch": "main", "setup_script": "", "copy_files": [],
+                    "created_at": now, "updated_at": now,
+                }  # fmt: skip
+                await repository_sql.insert_repository(conn, first)
+                group.start_soon(second)
+                await wait_for_lock_waiter(db)
+            # Committed: the waiting registration goes on, and finds it.
+        (refused,) = results
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"].endswith("as 'first' (first)")
 
 
 async def test_a_foreign_workspace_repository_is_not_found(

@@ -19,6 +19,31 @@ async def insert_repository(conn: AsyncConnection, values: dict[str, Any]) -> Re
     return repository
 
 
+async def lock_registrations_of(conn: AsyncConnection, workspace_id: str, path: str) -> None:
+    """PostgreSQL: registrations of one path in one workspace queue on this lock until the
+    transaction ends, so the second sees the first (SQLite: its one write lock does it)."""
+    if conn.dialect.name != "postgresql":
+        return
+    key = f"repository-path:{workspace_id}:{path}"
+    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
+
+
+async def registration_of(conn: AsyncConnection, workspace_id: str, path: str) -> Repository | None:
+    """The workspace's registration of the repository at `path`, if it has one."""
+    row = (
+        (
+            await conn.execute(
+                select(repositories).where(
+                    repositories.c.workspace_id == workspace_id, repositories.c.path == path
+                )
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return Repository.from_row(row) if row else None
+
+
 async def get_repository(conn: AsyncConnection, repository_id: str) -> Repository | None:
     row = (
         (await conn.execute(select(repositories).where(repositories.c.id == repository_id)))

@@ -51,6 +51,14 @@ class RepositoryService(ScopedService):
         now = self.clock.now()
         async with self.db.write() as conn:
             await self.access.authorize_workspace(conn, workspace_id)
+            await repository_sql.lock_registrations_of(conn, workspace_id, path)
+            known = await repository_sql.registration_of(conn, workspace_id, path)
+            if known is not None:
+                # Two entries for one checkout would look the same and split its tasks.
+                raise Conflict(
+                    f"path: {path} is already registered in this workspace as "
+                    f"{known.name!r} ({known.id})"
+                )
             return await repository_sql.insert_repository(
                 conn,
                 {
