@@ -167,3 +167,25 @@ async def board_on_repository(client: httpx.AsyncClient, repo: Path) -> dict[str
     r = await client.post(f"/api/v1/workspaces/{ws['id']}/repositories", json={"path": str(repo)})
     assert r.status_code == 201, r.text
     return {"workspace_id": ws["id"], "workflow_id": wf["id"], "repository_id": r.json()["id"]}
+
+
+# One script run reads every chip and the theme's attention colour (`--warn`), so the
+# colours compared come from one and the same rendering.
+_COLOURS_JS = """sels => {
+    const probe = document.createElement("span");
+    probe.style.color = "var(--warn)";
+    document.body.append(probe);
+    const warn = getComputedStyle(probe).color;
+    probe.remove();
+    const chips = sels.map((sel) => {
+        const style = getComputedStyle(document.querySelector(sel));
+        return [style.backgroundColor, style.color, style.boxShadow];
+    });
+    return { warn, chips };
+}"""
+
+
+def chip_colours(page, *selectors: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """(the attention colour, [(background, text colour, ring) of each selector's element])."""
+    found = page.evaluate(_COLOURS_JS, list(selectors))
+    return found["warn"], [tuple(chip) for chip in found["chips"]]

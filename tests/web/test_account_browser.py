@@ -393,7 +393,6 @@ def test_profiles_show_their_permission_policy_and_the_edit_form_changes_it(
     )
     expect(form.get_by_label("Permission allow")).to_have_attribute("aria-invalid", "true")
     expect(form.get_by_label("Permission policy")).to_have_value("allow")  # kept as chosen
-    screenshot(page, "settings-agents-policy-error.png", full_page=True)
     form.get_by_label("Permission allow").fill("read\nsearch")
     form.get_by_role("button", name="Save changes").click()
     expect(policy).to_have_attribute("data-policy", "allow")

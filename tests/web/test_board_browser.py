@@ -7,8 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from kandev.web.render import ACTIVITY_LABELS, activity_class
 from tests.repos.git_helpers import make_repo
-from tests.web.conftest import DESKTOP, PHONE, created
+from tests.web.conftest import DESKTOP, PHONE, chip_colours, created
 
 
 def test_board_shows_one_column_per_step_and_cards_in_position_order(page, board) -> None:
@@ -276,6 +277,57 @@ def test_question_puts_a_needs_input_badge_on_the_card_live(page, board, rest) -
     # The card still sits in Backlog; its badge says what the agent does, never "Review".
     assert card.get_attribute("data-step-id") == board.steps["Backlog"]["id"]
     expect(card.locator(".chip-state")).to_have_text("Agent waiting")
+
+
+def test_a_waiting_card_stands_out_from_a_finished_one(page, board, rest) -> None:
+    """ "Agent waiting" (the human is needed) has the attention colour; "Agent done" (the
+    turn ended) a calm one — they used to be the same amber (user trial)."""
+    waiting, done = board.task("Needs me"), board.task("Finished")
+    profile = board.profile()
+    for task, prompt in ((waiting, "ask"), (done, "echo all done")):
+        r = rest.post(
+            f"/api/v1/tasks/{task['id']}/sessions",
+            json={"agent_profile_id": profile["id"], "prompt": prompt},
+        )
+        assert r.status_code == 201, r.text
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    waiting_chip = f"#task-{waiting['id']} .chip-state"
+    done_chip = f"#task-{done['id']} .chip-state"
+    expect(page.locator(waiting_chip)).to_have_text("Agent waiting")
+    expect(page.locator(done_chip)).to_have_text("Agent done")
+    warn, (waiting_colours, done_colours) = chip_colours(page, waiting_chip, done_chip)
+    assert waiting_colours[1] == warn, waiting_colours
+    assert done_colours[1] != warn and done_colours[0] != waiting_colours[0], done_colours
+
+
+def test_every_activity_badge_has_a_colour_of_its_own(page, board) -> None:
+    """Each label the badge can show (web/render.py) gets its own colours, and only
+    "Agent waiting" uses the attention colour."""
+    classes = [activity_class(state) for state in ACTIVITY_LABELS]
+    waiting = activity_class("REVIEW", "clarification")  # Agent waiting, whatever the state
+    classes.append(waiting)
+    page.goto(board.url)
+    expect(page.locator("body")).to_have_attribute("data-ready", "1")
+    page.evaluate(
+        """classes => {
+            const row = document.createElement("div");
+            row.id = "palette";
+            for (const cls of classes) {
+                const chip = document.createElement("span");
+                chip.className = `chip chip-state ${cls}`;
+                chip.dataset.probe = cls;
+                chip.textContent = cls;
+                row.append(chip);
+            }
+            document.querySelector("main, body").append(row);
+        }""",
+        classes,
+    )
+    warn, colours = chip_colours(page, *(f'#palette [data-probe="{c}"]' for c in classes))
+    assert len(set(colours)) == len(classes), dict(zip(classes, colours, strict=True))
+    attention = [c for c, (_, text, _) in zip(classes, colours, strict=True) if text == warn]
+    assert attention == [waiting]
 
 
 def test_board_screenshots(browser, server, board, rest, screenshot) -> None:

@@ -260,7 +260,6 @@ def test_a_successful_setup_script_is_a_note_and_a_failing_one_an_error(
     error_bg, warning_bg = _background(failed), _background(warning)
     error_color = failed.evaluate("el => getComputedStyle(el).color")
     assert warning_bg != error_bg  # a warning is not drawn as the failure
-    screenshot(page, "setup-failed.png")
 
     notes = _setup_note(page, board, tmp_path, "fine", setup_script="echo ready in 1s")
     ok = notes.first
@@ -270,3 +269,34 @@ def test_a_successful_setup_script_is_a_note_and_a_failing_one_an_error(
     assert _background(ok) not in (error_bg, warning_bg)
     assert ok.evaluate("el => getComputedStyle(el).color") != error_color
     screenshot(page, "setup-ok.png")
+
+
+def test_the_change_stats_chip_shows_only_while_the_worktree_has_changes(
+    context, page, board, tmp_path: Path
+) -> None:
+    """No "+0 -0" on a card or in the task header; the chip comes with the first change and
+    goes again when the changes go back to none, live (`task.updated`)."""
+    task, _session, worktree = _task_on_repo(board, tmp_path)
+    page.goto(board.url)
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    card = page.locator(f"#task-{task['id']}")
+    expect(card.locator(".chip-state")).to_have_text("Agent done")
+    expect(card.locator("[data-diff]")).to_have_count(0)
+    task_page = context.new_page()
+    open_task(task_page, task)
+    expect(task_page.locator("#changes-panel")).to_have_attribute("data-loaded", "1")
+    expect(task_page.locator("#task-diff")).to_have_count(0)
+
+    def totals() -> tuple[int, int]:  # reading the changes stores the totals: task.updated
+        r = board.rest.get(f"/api/v1/tasks/{task['id']}/changes")
+        assert r.status_code == 200, r.text
+        return r.json()["additions"], r.json()["deletions"]
+
+    (worktree / "notes.txt").write_text("one\ntwo\n")
+    assert totals() == (2, 0)
+    expect(card.locator("[data-diff]")).to_have_text(f"+2 {MINUS}0")
+    expect(task_page.locator("#task-diff")).to_have_text(f"+2 {MINUS}0")
+    (worktree / "notes.txt").unlink()
+    assert totals() == (0, 0)
+    expect(card.locator("[data-diff]")).to_have_count(0)
+    expect(task_page.locator("#task-diff")).to_have_count(0)

@@ -202,6 +202,32 @@ async def test_task_page_renders_markdown_safely_and_shows_the_stepper(client) -
     )
 
 
+async def test_task_breadcrumb_links_the_workspace_and_the_workflow_board(client) -> None:
+    """The crumbs say where the task lives — workspace / workflow, each a link to that
+    board — and not the word "task" (user trial)."""
+    ws, _ = await make_board(client, "Acme")
+    await make_board(client, "Other")  # the links must pick the task's board, not the last one
+    ops = (
+        await client.post("/api/v1/workflows", json={"workspace_id": ws["id"], "name": "Ops"})
+    ).json()
+    task = await make_task(client, ws, ops, "Rotate the keys")
+    r = await client.get(f"/tasks/{task['id']}")
+    no_leaks(r.text)
+    crumbs = soup(r).select_one('nav.crumbs[aria-label="Breadcrumb"]')
+    links = crumbs.select("a")
+    assert [(a.get_text(strip=True), a["href"]) for a in links] == [
+        (ws["name"], f"/?workspace={ws['id']}"),
+        (ops["name"], f"/?workspace={ws['id']}&workflow={ops['id']}"),
+    ]
+    assert "task" not in crumbs.get_text(" ", strip=True).lower().split()
+    for link, workspace, workflow in ((links[0], "Acme", None), (links[1], "Acme", "Ops")):
+        board = soup(await client.get(link["href"]))
+        assert board.select_one("select[name=workspace] option[selected]").get_text() == workspace
+        if workflow:
+            chosen = board.select_one("select[name=workflow] option[selected]")
+            assert chosen.get_text() == workflow
+
+
 async def test_static_assets_are_hashed_and_the_vendor_route_is_an_allow_list(client) -> None:
     doc = soup(await client.get("/"))
     css = doc.select_one("link[rel=stylesheet]")["href"]

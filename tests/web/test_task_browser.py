@@ -11,7 +11,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import DESKTOP, SCRIPTED_AGENT
+from tests.web.conftest import DESKTOP, SCRIPTED_AGENT, chip_colours
 
 RESPOND = re.compile(r".*/api/v1/clarification/[^/]+/respond$")
 
@@ -251,6 +251,26 @@ def test_the_header_badge_is_the_agent_activity_not_the_step(page, board, rest) 
     expect(page.locator("#stepper [aria-current=step]")).to_contain_text("Backlog")
 
 
+def test_the_header_badge_colours_a_waiting_agent_apart_from_a_finished_one(page, board) -> None:
+    """Live, in the header: "Agent waiting" in the attention colour, then, once answered
+    and the turn is over, "Agent done" in a calm one (they were the same amber)."""
+    task = board.task("Colours")
+    open_task(page, task)
+    chip = page.locator("#task-state")
+    expect(chip).to_have_text("Idle")
+    start(board, task, "Refactor the parser", profile="demo")
+    expect(chip).to_have_text("Agent waiting")
+    warn, [waiting] = chip_colours(page, "#task-state")
+    assert waiting[1] == warn, waiting
+    region = overlay(page)
+    region.locator(".option").first.click()
+    region.get_by_role("button", name="Submit").click()
+    expect(region).to_be_hidden()
+    expect(chip).to_have_text("Agent done")
+    warn, [done] = chip_colours(page, "#task-state")
+    assert done[1] != warn and done[0] != waiting[0], done
+
+
 def test_multi_question_carousel_submit_gating_number_keys_and_arrows(page, board, rest) -> None:
     task = board.task("Carousel")
     session = start(board, task, "ask")
@@ -421,9 +441,7 @@ def test_typing_deselects_the_option_and_enter_commits(page, board, rest) -> Non
 
 
 @pytest.mark.parametrize("via", ["rest", "overlay"])
-def test_a_text_only_answer_is_shown_as_a_written_answer(
-    page, board, rest, via, screenshot
-) -> None:
+def test_a_text_only_answer_is_shown_as_a_written_answer(page, board, rest, via) -> None:
     """An answer with custom text and no option (`kandev questions answer ID --text …`, or
     typed in the overlay) reads "Written answer" and the text: never a ✓ with no label."""
     task = board.task("Written")
@@ -450,7 +468,6 @@ def test_a_text_only_answer_is_shown_as_a_written_answer(
         expect(answer.locator(".answer-kind")).to_have_text("Written answer")
         expect(answer.locator(".answer-text")).to_have_text("use X")
         expect(answer.locator(".answer-label")).to_have_count(0)
-        screenshot(page, f"written-answer-{via}.png")
         page.reload()
         expect(page.locator("body")).to_have_attribute("data-ready", "1")
 

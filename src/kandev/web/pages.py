@@ -60,6 +60,9 @@ class TaskPage:
     profile_names: dict[str, str]
     clarification_rows: list[dict[str, Any]]  # message JSON of the bundle rows shown
     last_event_id: int  # the bus id before the page was read: the first SSE connect replays
+    # The task's workspace, for the breadcrumb; None when the task names no workspace that
+    # exists (such a task is still visible).
+    workspace: Workspace | None = None
 
 
 @dataclass(frozen=True)

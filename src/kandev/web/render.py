@@ -69,11 +69,20 @@ ACTIVITY_TITLE = (
 )
 
 
+WAITING_CLASS = "waiting"  # the badge's colour key while a question or permission is open
+
+
 def activity_label(state: str, pending_action: str | None = None) -> str:
     """The board card's and task header's badge: IN_PROGRESS → 'Agent working'."""
     if pending_action:
         return WAITING_LABEL
     return ACTIVITY_LABELS.get(state) or state_label(state)
+
+
+def activity_class(state: str, pending_action: str | None = None) -> str:
+    """The badge's colour class, one per label: `state-waiting` (needs the human: the
+    attention colour) whatever the state, else `state-<state>` (app.css `.chip-state`)."""
+    return f"state-{WAITING_CLASS if pending_action else state.lower()}"
 
 
 def _build_env() -> Environment:
@@ -95,6 +104,7 @@ def _build_env() -> Environment:
     env.filters["pretty_json"] = pretty_json
     env.filters["state_label"] = state_label
     env.filters["activity_label"] = activity_label
+    env.filters["activity_class"] = activity_class
     env.filters["readable_error"] = readable_error
     return env
 

@@ -17,9 +17,11 @@ from kandev.api.deps import (
     TaskPresenterDep,
     TaskServiceDep,
     WorkflowServiceDep,
+    WorkspaceServiceDep,
 )
 from kandev.api.errors import status_for
-from kandev.errors import Conflict, KandevError
+from kandev.board.models import Workspace
+from kandev.errors import Conflict, KandevError, NotFound
 from kandev.moves.models import ACTOR_USER, MoveRequest
 from kandev.repos.changes import MergeConflict
 from kandev.repos.inputs import CommitCreate, MergeCreate
@@ -50,6 +52,7 @@ async def task_page(
     events: EventsServiceDep,
     task_service: TaskServiceDep,
     workflow_service: WorkflowServiceDep,
+    workspace_service: WorkspaceServiceDep,
     session_service: SessionServiceDep,
     profile_service: AgentProfileServiceDep,
     request: Request,
@@ -59,6 +62,7 @@ async def task_page(
     last_event_id = events.last_id()  # before reading: what follows is replayed
     task = await presenter.task(await task_service.get_task(task_id))
     workflow = await workflow_service.get_workflow(task["workflow_id"])
+    workspace = await _workspace_of(workspace_service, task["workspace_id"])
     sessions = await session_service.list_task_sessions(task_id)
     chosen = _pick_session(sessions, session)
     messages, has_more = [], False
@@ -79,8 +83,20 @@ async def task_page(
         profile_names={p.id: p.name for p in profiles},
         clarification_rows=[m.to_json() for m in messages if m.type == CLARIFICATION_TYPE],
         last_event_id=last_event_id,
+        workspace=workspace,
     )
     return render(request, "task.html", page, nav="board")
+
+
+async def _workspace_of(workspaces: WorkspaceServiceDep, workspace_id: str) -> Workspace | None:
+    """The task's workspace for the breadcrumb; None when it names none that exists (a task
+    the caller may still see)."""
+    if not workspace_id:
+        return None
+    try:
+        return await workspaces.get_workspace(workspace_id)
+    except NotFound:
+        return None
 
 
 @router.get("/sessions/{session_id}/messages-fragment", name="messages_fragment")

@@ -185,7 +185,9 @@ async function showFailure(known) {
 function setTask(task) {
   document.getElementById("task-title").textContent = task.title;
   const chip = document.getElementById("task-state");
-  chip.className = `chip chip-state state-${task.state.toLowerCase()}`;
+  // One colour per label (web/render.py activity_class): waiting for the human stands out.
+  const key = task.task_pending_action ? "waiting" : task.state.toLowerCase();
+  chip.className = `chip chip-state state-${key}`;
   // The words are the server's (web/render.py ACTIVITY_LABELS; "" = a pending action).
   const labels = JSON.parse(chip.dataset.labels || "{}");
   chip.textContent = labels[task.task_pending_action ? "" : task.state] || task.state;
@@ -215,9 +217,11 @@ function setTask(task) {
 }
 
 function setDiffTotals(task) {
-  // The header's +A −D (the task row's last computed totals, on `task.updated`).
+  // The header's +A −D (the task row's last computed totals, on `task.updated`); no chip
+  // while the worktree has no changes (+0 −0), as the page renders it.
   if (!task.branch || task.additions == null) return;
   let diff = document.getElementById("task-diff");
+  if (!task.additions && !task.deletions) { diff?.remove(); return; }
   if (!diff) {
     diff = document.createElement("span");
     diff.id = "task-diff";
