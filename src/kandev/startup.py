@@ -28,7 +28,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,11 +218,30 @@ async def _serve(
             await app.state.services.begin_shutdown()
             await super().shutdown(sockets)
 
-    async with app.router.lifespan_context(app):
+    async with (
+        _holding_the_database(settings, app.state.services.db),
+        app.router.lifespan_context(app),
+    ):
         settle_heap()  # after the startup work (recovery included), before any request
         on_started(settings, app.state.services.auth.mode)
         with _replayed_signal_ignored():
             await Server(config).serve(sockets=[sock])
+
+
+@contextlib.asynccontextmanager
+async def _holding_the_database(settings: Settings, db: Any) -> AsyncIterator[None]:
+    """One server per database (kandev.db.serve_lock), checked before the startup's
+    recovery could touch another server's sessions. SQLite in the data dir needs nothing
+    more than the data dir's lock."""
+    from kandev.db.ownership import check_database_is_kandevs
+    from kandev.db.serve_lock import serving
+
+    if not settings.database_url and db.is_sqlite:
+        yield
+        return
+    await check_database_is_kandevs(db)  # an unreachable database says so, by name
+    async with serving(db):
+        yield
 
 
 def log_kandev_lines(level: str) -> None:
