@@ -26,13 +26,14 @@ from kandev.catalog.states import (
 )
 from kandev.clarification.recovery import SessionSettlement, settle_sessions_on_startup
 from kandev.db.engine import Database
-from kandev.db.tables import task_session_turns, task_sessions
+from kandev.db.tables import task_session_messages, task_session_turns, task_sessions
 from kandev.services import Services, build_services
 from tests.clarification.test_repository import (
     active_ids,
     at,
     bundle,
     seed_bundle,
+    seed_message,
     seed_session,
     seed_turn,
 )
@@ -121,6 +122,39 @@ async def test_live_sessions_settle_as_one_by_one_would(db: Database) -> None:
     assert {s: r["state"] for s, r in (await session_rows(db)).items()} == {
         s: r["state"] for s, r in rows.items()
     }
+
+
+async def test_tool_calls_left_open_by_a_gone_agent_are_interrupted(db: Database) -> None:
+    """The agent's Ask call (or any tool call) it never finished: after the restart it
+    would read `in_progress` forever; it is `interrupted`. Finished ones, and those of a
+    session at rest (nothing is gone there), keep their status."""
+    statuses = {"open": "in_progress", "queued": "pending", "bare": None, "done": "completed"}
+    statuses["broke"] = "failed"
+    for session_id, state in (("gone", RUNNING), ("rest", IDLE)):
+        await seed_session(db, session_id, state)
+        await seed_turn(db, f"{session_id}-t1", session_id)
+        for name, status in statuses.items():
+            metadata = {"title": "Ask: go?"} | ({kinds.STATUS_KEY: status} if status else {})
+            await seed_message(
+                db,
+                f"{session_id}-{name}",
+                session_id=session_id,
+                turn_id=f"{session_id}-t1",
+                type=kinds.TOOL_CALL_TYPE,
+                metadata=metadata,
+            )
+
+    await settle_sessions_on_startup(db, at(500))
+
+    async with db.read() as conn:
+        rows = (await conn.execute(select(task_session_messages))).mappings().all()
+    after = {r["id"]: (r["metadata"].get(kinds.STATUS_KEY), r["updated_at"]) for r in rows}
+    for name in ("open", "queued", "bare"):
+        assert after[f"gone-{name}"] == (kinds.INTERRUPTED, at(500)), name
+    assert after["gone-done"][0] == "completed" and after["gone-broke"][0] == "failed"
+    for name, status in statuses.items():
+        assert after[f"rest-{name}"][0] == status, name  # a session at rest: untouched
+    assert {r["metadata"]["title"] for r in rows} == {"Ask: go?"}  # other keys kept
 
 
 @contextmanager

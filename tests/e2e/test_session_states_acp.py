@@ -87,6 +87,41 @@ async def test_stopping_a_session_mid_turn_moves_its_task_to_review(server, capl
     assert stopped[0].kandev_fields["session_id"] == sid
 
 
+def _tool_call(status: str):
+    def match(event) -> bool:
+        if not event.type.startswith("session.message."):
+            return False
+        message = event.data["message"]
+        return message["type"] == "tool_call" and message["metadata"].get("status") == status
+
+    return match
+
+
+async def test_a_tool_call_open_when_its_session_stops_is_interrupted(server) -> None:
+    """The demo agent's Ask call is in progress while it waits for the answer; stopping the
+    session ends it — as `interrupted`, live, not `in_progress` forever."""
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        task = await make_task(client)
+        profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
+        demo = next(p for p in profiles if p["name"] == "demo")
+        async with sse_stream(client, params={"task_id": task["id"]}) as events:
+            r = await client.post(
+                f"/api/v1/tasks/{task['id']}/sessions",
+                json={"agent_profile_id": demo["id"], "prompt": "go"},
+            )
+            sid = r.json()["id"]
+            asking = await events.wait_for(_tool_call("in_progress"))
+            r = await client.post(f"/api/v1/sessions/{sid}/stop", json={})
+            assert r.json()["state"] == "CANCELLED"
+            ended = await events.wait_for(_tool_call("interrupted"))
+        assert ended.data["message"]["id"] == asking.data["message"]["id"]
+        calls = [m for m in await messages(client, sid) if m["type"] == "tool_call"]
+        assert [
+            c["metadata"]["status"] for c in calls if c["id"] == asking.data["message"]["id"]
+        ] == ["interrupted"]
+        assert all(c["metadata"]["status"] != "in_progress" for c in calls)
+
+
 async def test_a_crash_mid_turn_fails_the_session_into_the_conversation(server, caplog) -> None:
     caplog.set_level(logging.INFO, logger="kandev")
     async with httpx.AsyncClient(base_url=server.url) as client:

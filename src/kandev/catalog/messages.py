@@ -5,6 +5,11 @@ from __future__ import annotations
 
 CLARIFICATION_TYPE = "clarification_request"
 PERMISSION_TYPE = "permission_request"
+TOOL_CALL_TYPE = "tool_call"
+# A tool call still open (ACP `pending` / `in_progress`, or no status yet) when its agent was
+# gone — the server restarted under it — is closed as INTERRUPTED: nobody will finish it.
+TOOL_CALL_OPEN_STATUSES = ("", "pending", "in_progress")
+INTERRUPTED = "interrupted"
 
 # Row statuses (§1.3). RESPONDING only exists inside the claim transaction.
 PENDING = "pending"

@@ -44,6 +44,7 @@ from kandev.db.tables import task_session_messages as messages
 from kandev.db.tables import task_session_turns as turns
 from kandev.db.tables import task_sessions as sessions
 from kandev.errors import KandevError
+from kandev.sessions.message_repository import interrupt_open_tool_calls
 from kandev.sessions.turns import lock_session_turns, turn_is_authoritative
 
 
@@ -314,11 +315,11 @@ class SessionSettlement:
 
 async def settle_sessions_on_startup(db: Database, now: datetime) -> SessionSettlement:
     """Every session in AGENT_GONE_STATES: open turns completed, the pending questions of
-    its current turn detached (still answerable, §3.5), and its state IDLE — or
-    WAITING_FOR_INPUT while such a question is open, so it is listed and an answer resumes
-    the agent. One transaction, five statements (four on SQLite), whatever the number of
-    sessions; events are not published (nobody can be subscribed before the server runs,
-    and an event stream of the previous server gets `stream.reset`)."""
+    its current turn detached (still answerable, §3.5), its open tool calls INTERRUPTED, and
+    its state IDLE — or WAITING_FOR_INPUT while such a question is open, so it is listed and
+    an answer resumes the agent. One transaction, six statements (five on SQLite), whatever
+    the number of sessions; events are not published (nobody can be subscribed before the
+    server runs, and an event stream of the previous server gets `stream.reset`)."""
     gone = select(sessions.c.id).where(sessions.c.state.in_(AGENT_GONE_STATES))
     async with db.write() as conn:
         if db.is_postgres:
@@ -346,6 +347,8 @@ async def settle_sessions_on_startup(db: Database, now: datetime) -> SessionSett
                 updated_at=now,
             )
         )
+        # Their agents' tool calls still open will never finish (the process is gone).
+        await interrupt_open_tool_calls(conn, gone, now)
         open_question = (
             exists()
             .where(

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from kandev.catalog import messages as kinds
 from kandev.db.direct import DirectStatement
-from kandev.db.json_sql import json_key_text
+from kandev.db.json_sql import json_key_text, json_set_keys, json_text
+from kandev.db.sql_literals import constant
 from kandev.db.tables import queued_prompts
 from kandev.db.tables import task_session_messages as messages
 from kandev.sessions.models import Message
@@ -40,6 +42,28 @@ async def update_message(
         .where(messages.c.id == message_id)
         .values(content=content, metadata=metadata, updated_at=now)
     )
+
+
+async def interrupt_open_tool_calls(
+    conn: AsyncConnection, session_ids: list[str] | Select[Any], now: datetime
+) -> list[Message]:
+    """The tool calls still open in these sessions (ids, or a query of them) become
+    INTERRUPTED — their agent is gone, nobody will finish them; the rows changed, as now."""
+    status = json_text(messages.c.metadata, kinds.STATUS_KEY)
+    rows = await conn.execute(
+        update(messages)
+        .where(
+            messages.c.session_id.in_(session_ids),
+            messages.c.type == constant(kinds.TOOL_CALL_TYPE),
+            status.in_([constant(s) for s in kinds.TOOL_CALL_OPEN_STATUSES]),
+        )
+        .values(
+            metadata=json_set_keys(messages.c.metadata, {kinds.STATUS_KEY: kinds.INTERRUPTED}),
+            updated_at=now,
+        )
+        .returning(*messages.c)
+    )
+    return [Message.from_row(row) for row in rows.mappings()]
 
 
 async def find_message_by_key(

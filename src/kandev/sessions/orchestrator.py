@@ -21,6 +21,7 @@ from kandev.agents.runtime import AgentFailed, AgentHandle, AgentLaunch, AgentRu
 from kandev.auth.agent_tokens import AgentTokenService
 from kandev.board import agent_profile_repository, task_repository
 from kandev.board.models import Task
+from kandev.catalog import messages as kinds
 from kandev.catalog.states import CANCELLED, FAILED, IDLE, STARTING
 from kandev.config import Settings
 from kandev.db.engine import Database
@@ -46,8 +47,8 @@ RESUME_SEND_SECONDS = 30.0
 MESSAGE_TYPE_BY_UPDATE = {
     "agent_text": "message",
     "agent_thought": "thinking",
-    "tool_call": "tool_call",
-    "tool_call_update": "tool_call",
+    "tool_call": kinds.TOOL_CALL_TYPE,
+    "tool_call_update": kinds.TOOL_CALL_TYPE,
     "plan": "agent_plan",
 }
 

@@ -162,7 +162,8 @@ class SessionRecorder:
     async def end_session(
         self, session_id: str, state: str, reason: str = "", *, revoke: Any = None
     ) -> Session | None:
-        """Terminal state: open turns completed, queue cleared, agent tokens revoked.
+        """Terminal state: open turns completed, open tool calls interrupted, queue cleared,
+        agent tokens revoked.
 
         A FAILED session with a reason also gets it in its conversation: an `error` message
         by the `system` author, in the turn that was open (if any).
@@ -195,6 +196,9 @@ class SessionRecorder:
                     conn, events, SESSION_MESSAGE_ADDED, error, view.owner_id(session.task_id)
                 )
             await turns_repo.complete_open_turns(conn, session_id, now)
+            for message in await messages_repo.interrupt_open_tool_calls(conn, [session_id], now):
+                owner = view.owner_id(session.task_id)
+                await self._message_event(conn, events, SESSION_MESSAGE_UPDATED, message, owner)
             await messages_repo.clear_queue(conn, session_id)
             if revoke is not None:
                 await revoke(conn, session_id)
