@@ -105,6 +105,17 @@ def test_password_from_env_and_prompt(run, tmp_path: Path) -> None:
     assert {"env@example.com", "tty@example.com"} <= emails
 
 
+def test_no_password_to_read_is_one_line_and_creates_nothing(run, tmp_path: Path) -> None:
+    """An empty pipe where the prompt reads the password (`echo | kandev user create …`)."""
+    result = run("user", "create", "--email", "late@example.com", input="")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: no password entered (give --password or KANDEV_USER_PASSWORD); nothing was created"
+    )
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "home" / "kandev.db").exists()
+
+
 def test_rejections_exit_nonzero_with_the_reason(run) -> None:
     short = run("user", "create", "--email", "a@example.com", "--password", "short")
     assert short.exit_code == 1

@@ -72,6 +72,20 @@ def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) 
         raise typer.Exit(1) from exc
 
 
+def _prompted_password() -> str:
+    """The password typed twice (at the terminal, or piped in); a one-line error when there
+    is none to read (an empty pipe, Ctrl-D, Ctrl-C)."""
+    try:
+        return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
+    except (EOFError, typer.Abort):
+        typer.echo(
+            "\nerror: no password entered (give --password or KANDEV_USER_PASSWORD); "
+            "nothing was created",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
 @user_app.command("create")
 def user_create(
     email: Annotated[str, typer.Option("--email", help="The user's login email.")],
@@ -91,7 +105,7 @@ def user_create(
 ) -> None:
     """Create a user with a local password. The first admin becomes the server's owner."""
     if password is None:
-        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+        password = _prompted_password()
     from kandev.auth.identity import ROLE_ADMIN
 
     settings = load_settings(data_dir, database_url)
