@@ -200,6 +200,26 @@ def test_the_server_logs_agent_and_question_lines(server: ServeProcess) -> None:
     assert f"pending_id={pending[1]}" in line and "status=answered via=rest" in line
 
 
+def test_a_watch_whose_server_stops_says_the_connection_was_lost(tmp_path: Path) -> None:
+    served = ServeProcess(tmp_path / "home")
+    try:
+        ws = ok_json(served.url, "workspace", "create", "Stopping")
+        task = ok_json(served.url, "task", "create", "Watched", "--workspace", ws["id"])
+        session = ok_json(
+            served.url, "session", "start", task["id"], "--profile", "demo", "--prompt", "go"
+        )
+        watcher = start_cli("session", "watch", session["id"], "--follow", url=served.url)
+        out = LineReader(watcher.stdout)
+        out.until(lambda line: "answer: kandev questions answer" in line)
+    finally:
+        assert served.stop() == 0
+    rest = out.rest()
+    assert watcher.wait(timeout=30) == 1
+    last = rest.strip().splitlines()[-1]
+    assert last.startswith(f"error: lost the connection to Kandev at {served.url} (")
+    assert last.endswith("the session goes on without this watch")
+
+
 def test_watch_json_and_ctrl_c(server: ServeProcess) -> None:
     url = server.url
     ws = ok_json(url, "workspace", "create", "Watch")

@@ -97,7 +97,9 @@ def user_create(
             help="At least 8 characters; prompted (hidden) when not given.",
         ),
     ] = None,
-    display_name: Annotated[str, typer.Option("--display-name")] = "",
+    display_name: Annotated[
+        str, typer.Option("--display-name", help="The name shown for the user (default: none).")
+    ] = "",
     role: Annotated[str, typer.Option("--role", help="admin or member.")] = "member",
     admin: Annotated[bool, typer.Option("--admin", help="Same as --role admin.")] = False,
     data_dir: DataDir = None,

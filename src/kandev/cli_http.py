@@ -172,6 +172,7 @@ class KandevClient:
 
         headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
         timeout = httpx.Timeout(30.0, connect=5.0, read=60.0)  # keepalives come every 15 s
+        connected = False
         try:
             with self.http.stream(
                 "GET", "/api/v1/events", params=params, headers=headers, timeout=timeout
@@ -179,6 +180,7 @@ class KandevClient:
                 if response.status_code >= 400:
                     response.read()
                     self.check(response)
+                connected = True
                 yield {"type": "_connected"}
                 data: list[str] = []
                 for line in response.iter_lines():
@@ -189,6 +191,13 @@ class KandevClient:
                     elif line.startswith("data:"):
                         data.append(line[5:].removeprefix(" "))
         except httpx.TransportError as exc:
+            # It answered (this stream, or the one this resumes), then went away.
+            if connected or last_event_id is not None:
+                raise CommandFailed(
+                    f"lost the connection to Kandev at {self.url} (the server stopped or "
+                    f"restarted: {str(exc) or type(exc).__name__}); the session goes on "
+                    "without this watch"
+                ) from None
             raise CommandFailed(unreachable_message(self.url, exc)) from None
 
 
