@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from kandev.auth.middleware import INVALID_CREDENTIALS
 from kandev.clock import ManualClock
 from kandev.mcp.auth import AGENT_UNAUTHORIZED, EXTERNAL_UNAUTHORIZED
 from tests.mcp.conftest import (
@@ -44,7 +45,7 @@ async def test_external_requires_a_valid_pat(
             f"Basic {alice_pat}",
             f"Bearer {FAKE_AGENT}",
         ):
-            assert_401(await raw_post(url, {"Authorization": header}), EXTERNAL_UNAUTHORIZED)
+            assert_401(await raw_post(url, {"Authorization": header}), INVALID_CREDENTIALS)
         # The official client is refused before any MCP exchange.
         with pytest.raises(Exception):  # noqa: B017 - the transport's error type is the SDK's
             async with mcp_client(url, FAKE_PAT) as client:
@@ -63,7 +64,7 @@ async def test_external_requires_a_valid_pat(
         assert r.status_code == 204
     assert_401(
         await raw_post(server.external_url, {"Authorization": f"Bearer {short['token']}"}),
-        EXTERNAL_UNAUTHORIZED,
+        INVALID_CREDENTIALS,
     )
 
 
@@ -147,7 +148,7 @@ async def test_external_accepts_a_browser_session(mcp_server_factory, sqlite_url
         assert len(ok(await c.call_tool("list_workspaces_kandev", {}))["workspaces"]) == 1
     assert_401(
         await raw_post(server.external_url, {"Cookie": "kandev_session=forged"}),
-        EXTERNAL_UNAUTHORIZED,
+        INVALID_CREDENTIALS,
     )
 
 

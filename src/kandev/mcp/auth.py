@@ -1,7 +1,9 @@
 """The authentication gate in front of each MCP endpoint (plain ASGI, before any MCP work).
 
 External `/mcp`: auth off → the synthetic identity; otherwise `Bearer kandev_pat_…` (or a
-valid browser session cookie when no Authorization header is sent), else 401.
+valid browser session cookie when no Authorization header is sent), else 401 — saying a
+token is required when none was sent, "invalid or expired credentials" (REST's words) when
+one was and is not valid.
 Agent `/agent/mcp`: always `Bearer kandev_agent_…` (the token names the session, also with
 auth off), else 401.
 
@@ -21,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kandev.auth.identity import SYNTHETIC_IDENTITY
-from kandev.auth.middleware import SESSION_COOKIE
+from kandev.auth.middleware import INVALID_CREDENTIALS, SESSION_COOKIE
 from kandev.mcp.context import SCOPE_KEY, McpCaller, enter_caller
 from kandev.mcp.delivery import run_with_receipt
 
@@ -70,7 +72,9 @@ class McpAuthGate:
             message = AGENT_UNAUTHORIZED
         else:
             caller = await self._external_caller(conn)
-            message = EXTERNAL_UNAUTHORIZED
+            # As REST says it: nothing sent, or something sent that is not (or no longer) valid.
+            sent = _bearer(conn) is not None or bool(conn.cookies.get(SESSION_COOKIE))
+            message = INVALID_CREDENTIALS if sent else EXTERNAL_UNAUTHORIZED
         if caller is None:
             return unauthorized(message)
         scope[SCOPE_KEY] = caller
