@@ -34,6 +34,18 @@ async def scripted_profile(
     return r.json()
 
 
+async def start_demo(client: httpx.AsyncClient, task: dict, prompt: str) -> str:
+    """A session of the built-in demo agent on `task` with its first prompt; its id."""
+    profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
+    demo = next(p for p in profiles if p["name"] == "demo")
+    r = await client.post(
+        f"/api/v1/tasks/{task['id']}/sessions",
+        json={"agent_profile_id": demo["id"], "prompt": prompt},
+    )
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 async def messages(client: httpx.AsyncClient, session_id: str) -> list[dict]:
     r = await client.get(f"/api/v1/sessions/{session_id}/messages", params={"limit": 500})
     assert r.status_code == 200, r.text

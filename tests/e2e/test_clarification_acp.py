@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
-from tests.e2e.board_helpers import make_task, messages, scripted_profile
+from tests.e2e.board_helpers import make_task, messages, scripted_profile, start_demo
 from tests.mcp.conftest import mcp_client, ok
 from tests.server_process import start_serve, wait_for_health
 from tests.sse_client import SseStream, of_type, sse_stream
@@ -188,14 +188,8 @@ async def test_the_demo_agent_asks_and_quotes_the_answer(live_server_factory, sq
     server = live_server_factory(sqlite_url)
     async with httpx.AsyncClient(base_url=server.url) as client:
         task = await make_task(client, "Try the demo")
-        profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
-        demo = next(p for p in profiles if p["name"] == "demo")
         async with sse_stream(client, params={"task_id": task["id"]}) as events:
-            r = await client.post(
-                f"/api/v1/tasks/{task['id']}/sessions",
-                json={"agent_profile_id": demo["id"], "prompt": "tidy the README"},
-            )
-            sid = r.json()["id"]
+            sid = await start_demo(client, task, "tidy the README")
             question = await events.wait_for(_is_question)
             meta = question.data["message"]["metadata"]
             assert "tidy the README" in meta["question"]["prompt"]

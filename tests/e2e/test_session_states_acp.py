@@ -9,7 +9,7 @@ import logging
 import httpx
 import pytest
 
-from tests.e2e.board_helpers import make_task, messages, scripted_profile
+from tests.e2e.board_helpers import make_task, messages, scripted_profile, start_demo
 from tests.sse_client import SseStream, of_type, sse_stream
 
 ANSWERS = [
@@ -102,14 +102,8 @@ async def test_a_tool_call_open_when_its_session_stops_is_interrupted(server) ->
     session ends it — as `interrupted`, live, not `in_progress` forever."""
     async with httpx.AsyncClient(base_url=server.url) as client:
         task = await make_task(client)
-        profiles = (await client.get("/api/v1/agent-profiles")).json()["agent_profiles"]
-        demo = next(p for p in profiles if p["name"] == "demo")
         async with sse_stream(client, params={"task_id": task["id"]}) as events:
-            r = await client.post(
-                f"/api/v1/tasks/{task['id']}/sessions",
-                json={"agent_profile_id": demo["id"], "prompt": "go"},
-            )
-            sid = r.json()["id"]
+            sid = await start_demo(client, task, "go")
             asking = await events.wait_for(_tool_call("in_progress"))
             r = await client.post(f"/api/v1/sessions/{sid}/stop", json={})
             assert r.json()["state"] == "CANCELLED"

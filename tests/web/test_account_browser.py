@@ -83,6 +83,12 @@ class Api:
     def status(self, pending_id: str) -> dict:
         return self.ok(self.http.get(f"/api/v1/clarification/{pending_id}"))
 
+    def answer_vias(self, task_id: str) -> list[str]:
+        """How each winning answer of the task's session was given (`metadata.via`)."""
+        sessions = self.ok(self.http.get(f"/api/v1/tasks/{task_id}/sessions"))["sessions"]
+        rows = self.ok(self.http.get(f"/api/v1/sessions/{sessions[0]['id']}/messages"))
+        return [m["metadata"]["via"] for m in rows["messages"] if m["type"] == "answer"]
+
     def answer(self, pending_id: str, option: str) -> dict:
         body = {"answers": [{"question_id": "db", "selected_options": [option]}]}
         return self.ok(self.http.post(f"/api/v1/clarification/{pending_id}/respond", json=body))
@@ -436,9 +442,38 @@ def test_inbox_without_javascript_answers_with_the_form(browser, server) -> None
         expect(page.locator("#inbox-badge")).to_be_hidden()
         settled = api.status(asked["pending_id"])
         assert settled["status"] == "answered"
+        assert api.answer_vias(asked["task"]["id"]) == ["web"]  # the inbox form
     finally:
         ctx.close()
         api.http.close()
+
+
+def test_inbox_answer_box_stops_at_the_servers_limit_and_is_recorded_via_rest(page, server) -> None:
+    """The overlay's text box has no maxlength (it would count UTF-16 units): it counts code
+    points up to 2000, as its counter says and as the server does. Answering in place posts
+    to POST /api/v1/clarification/{id}/respond, so the answer is recorded `via: "rest"` (the
+    no-JavaScript form records "web")."""
+    api = Api(server.url)
+    asked = api.ask(api.board("Limit"), "Long answer")
+    page.goto("/inbox")
+    overlay = page.locator(f"#inbox-{asked['pending_id']}").get_by_role(
+        "region", name="Clarification needed"
+    )
+    box = overlay.get_by_role("textbox", name="Your answer")
+    assert box.get_attribute("maxlength") is None
+    counter = overlay.locator("[data-rune-count]")
+    box.fill("x" * 2000)
+    expect(counter).to_have_text("2000 / 2000 · limit reached")
+    page.keyboard.press("End")
+    page.keyboard.insert_text("y")  # the 2001st is refused, visibly
+    expect(counter).to_contain_text("limited to 2000 characters")
+    assert box.evaluate("b => [...b.value].length") == 2000
+    overlay.get_by_role("button", name="Submit").click()
+    expect(page.locator(f"#inbox-{asked['pending_id']}")).to_have_count(0)
+    state = api.status(asked["pending_id"])
+    assert state["status"] == "answered"
+    assert api.answer_vias(asked["task"]["id"]) == ["rest"]
+    api.http.close()
 
 
 def test_inbox_answers_a_multi_question_bundle(page, server) -> None:

@@ -15,6 +15,8 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
+import kandev.web
+from kandev.clarification.outcome import MAX_TEXT_RUNES
 from tests.api_client import asgi_client
 
 PASSWORD = "s3cret-password"
@@ -565,6 +567,40 @@ async def test_inbox_form_answers_through_the_shared_resolution(client) -> None:
     assert r.status_code in (303, 409)
     state = (await client.get(f"/api/v1/clarification/{asked['pending_id']}")).json()
     assert state["status"] == "answered"
+
+
+CLARIFICATION_JS = Path(kandev.web.__file__).parent / "static" / "js" / "clarification.js"
+
+
+async def answer_messages(client: httpx.AsyncClient, task_id: str) -> list[dict]:
+    """The conversation's answer messages (one per winning answer, `metadata.via` says how)."""
+    sessions = (await client.get(f"/api/v1/tasks/{task_id}/sessions")).json()["sessions"]
+    r = await client.get(f"/api/v1/sessions/{sessions[0]['id']}/messages")
+    return [m for m in r.json()["messages"] if m["type"] == "answer"]
+
+
+async def test_the_answer_text_limit_is_the_servers(client) -> None:
+    """One number: the server's limit on custom_text (MAX_TEXT_RUNES code points) is the
+    no-JavaScript form's maxlength and the overlay's counter (clarification.js MAX_RUNES).
+    The form's answer is recorded `via: "web"`."""
+    declared = re.search(r"^export const MAX_RUNES = (\d+);$", CLARIFICATION_JS.read_text(), re.M)
+    assert declared and int(declared.group(1)) == MAX_TEXT_RUNES
+    asked = await ask(client, "Acme", "Limits")
+    doc = soup(await client.get("/inbox"))
+    box = doc.select_one(f"#inbox-{asked['pending_id']} textarea[name='text.db']")
+    assert box["maxlength"] == str(MAX_TEXT_RUNES)
+
+    action = f"/inbox/{asked['pending_id']}/answer"
+    fields = {"question_id": "db", "action": "submit"}
+    over = await client.post(action, data={**fields, "text.db": "x" * (MAX_TEXT_RUNES + 1)})
+    assert over.status_code == 400
+    assert f"{MAX_TEXT_RUNES}" in soup(over).select_one("#inbox-error").text
+    r = await client.post(action, data={**fields, "text.db": "x" * MAX_TEXT_RUNES})
+    assert r.status_code == 303, r.text
+    state = (await client.get(f"/api/v1/clarification/{asked['pending_id']}")).json()
+    assert state["status"] == "answered"
+    [answer] = await answer_messages(client, asked["task"]["id"])
+    assert answer["metadata"]["via"] == "web"
 
 
 async def test_inbox_answer_for_an_invisible_question_is_404(auth_client) -> None:

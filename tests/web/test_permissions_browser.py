@@ -111,6 +111,9 @@ def test_inbox_lists_the_request_and_a_click_decides_it(page, board, rest, scree
     expect(agent_reply(page)).to_have_text("permission: no")
     card = page.locator('#conversation [data-type="permission_request"]')
     expect(card.locator("[data-decision]")).to_have_text("Rejected: Reject")
+    # The click posted to POST /api/v1/permissions/{id}/respond: recorded as "rest" (the
+    # no-JavaScript form records "web").
+    assert wait_for_request(rest, session["id"])["metadata"]["decision"]["via"] == "rest"
 
 
 def test_inbox_orders_permissions_beside_questions_and_a_late_click_is_told_the_winner(

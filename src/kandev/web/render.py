@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from kandev.auth.identity import current_identity
+from kandev.clarification.outcome import MAX_TEXT_RUNES
 from kandev.web.assets import static_url, vendor_url
 from kandev.web.error_text import readable_error
 from kandev.web.markdown import render_markdown
@@ -98,6 +99,9 @@ def _build_env() -> Environment:
         vendor=vendor_url,
         activity_title=ACTIVITY_TITLE,
         activity_labels={**ACTIVITY_LABELS, "": WAITING_LABEL},
+        # The server's limit on an answer's text (code points); clarification.js MAX_RUNES
+        # is the same number (tests/web/test_account_http.py keeps them equal).
+        answer_max_runes=MAX_TEXT_RUNES,
     )
     env.filters["markdown"] = render_markdown
     env.filters["jsonattr"] = _tojson_attr

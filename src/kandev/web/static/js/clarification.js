@@ -15,6 +15,8 @@
 
 import { readableError } from "./error_text.js";
 
+// The server's limit on custom_text and reject_reason (kandev.clarification.outcome
+// MAX_TEXT_RUNES; tests/web/test_account_http.py keeps the two equal).
 export const MAX_RUNES = 2000;
 export const COUNTER_FROM = 1800;
 export const SKIP_REASON = "User skipped";
@@ -278,6 +280,7 @@ export class ClarificationOverlay {
       return;
     }
     root.hidden = false;
+    root.classList.toggle("collapsed", this.collapsed); // a bar only: the page need not make room
     root.dataset.pendingId = this.pendingId;
     // Re-rendering replaces nodes: keep focus where it was (keyboard shortcuts need it).
     const active = document.activeElement;
@@ -365,7 +368,9 @@ export class ClarificationOverlay {
       el("span", { class: "opt-check", "aria-hidden": "true", text: "✓" })))));
     const id = `clarify-answer-${row.id}`;
     const box = el("textarea", {
-      id, rows: "2", "data-custom": true, maxlength: "4000", // a backstop only: runes are counted
+      // No maxlength: it counts UTF-16 units (an emoji is two), the server counts code points.
+      // guardRunes stops typing at exactly MAX_RUNES, as the counter says.
+      id, rows: "2", "data-custom": true,
       placeholder: a.text ? "Press Enter to update your answer" : "Type your own answer…",
     });
     box.value = a.text;

@@ -100,10 +100,22 @@ function place(item) {
   if (item.dataset.author === "user") conversation.querySelector(".msg-queued")?.remove();
 }
 
+const nearBottom = () =>
+  conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 120;
 const stickToBottom = () => {
-  const near = conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 120;
+  const near = nearBottom();
   return () => { if (near) conversation.scrollTop = conversation.scrollHeight; };
 };
+
+// The list gets shorter when the overlay opens (it keeps the height its question needs): a
+// list that showed its end keeps showing it, one scrolled back to read stays where it is.
+if (conversation && "ResizeObserver" in window) {
+  let atEnd = true;
+  conversation.addEventListener("scroll", () => { atEnd = nearBottom(); }, { passive: true });
+  new ResizeObserver(() => {
+    if (atEnd) conversation.scrollTop = conversation.scrollHeight;
+  }).observe(conversation);
+}
 
 let catchingUp = null;
 let catchUpAgain = false;
