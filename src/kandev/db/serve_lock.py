@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 from sqlalchemy import make_url, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kandev.db.engine import Database
@@ -35,6 +36,8 @@ from kandev.errors import KandevError
 # The advisory lock's key (any bigint; this one spells "kandev" in ASCII).
 SERVE_LOCK_KEY = 0x6B616E646576
 APPLICATION_NAME = "kandev serve"
+LOCK_WAIT = "3s"  # how long a starting server waits for the hold of one that just went away
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's lock_timeout error
 
 
 class DatabaseInUse(KandevError):
@@ -70,13 +73,19 @@ async def _postgres_lock(db: Database) -> AsyncIterator[None]:
         await conn.execute(
             text("SELECT set_config('application_name', :name, false)"), {"name": me}
         )
-        held = (
+        # Waits a little for the lock: a server killed a moment ago holds it until PostgreSQL
+        # notices its connection is gone (a restart right after a crash must not fail).
+        await conn.execute(
+            text("SELECT set_config('lock_timeout', :wait, false)"), {"wait": LOCK_WAIT}
+        )
+        try:
             await conn.execute(
-                text("SELECT pg_try_advisory_lock(CAST(:key AS bigint))"), {"key": SERVE_LOCK_KEY}
+                text("SELECT pg_advisory_lock(CAST(:key AS bigint))"), {"key": SERVE_LOCK_KEY}
             )
-        ).scalar_one()
-        if not held:
-            raise _in_use(db, await _postgres_holder(conn))
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+            raise _in_use(db, await _postgres_holder(conn)) from None
         yield
     finally:
         # Closed, not handed back to the pool: the session ends, and its lock with it.
