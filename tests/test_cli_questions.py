@@ -98,6 +98,28 @@ def test_list_and_answer_from_the_terminal(live_server_factory, sqlite_url) -> N
     assert "No agent is waiting" in empty.output
 
 
+def test_declining_from_the_terminal_and_losing_to_a_decline(
+    live_server_factory, sqlite_url
+) -> None:
+    server = live_server_factory(sqlite_url)
+    pending_id = _question(server.url)
+    runner = CliRunner()
+    env = {"KANDEV_URL": server.url, "KANDEV_TOKEN": ""}
+    declined = runner.invoke(
+        app, ["questions", "answer", pending_id, "--reject", "not this sprint"], env=env
+    )
+    assert declined.exit_code == 0, declined.output
+    assert declined.output == "Declined: the agent was told you skipped its questions.\n"
+    late = runner.invoke(
+        app, ["questions", "answer", pending_id, "-o", "pick=a", "-o", "q2=q2_opt1"], env=env
+    )
+    assert late.exit_code == 0, late.output
+    assert late.output.splitlines()[:2] == [
+        "Someone answered first (rejected); their answer stands:",
+        "  the questions were declined",
+    ]
+
+
 def test_unreachable_server_is_a_clear_error() -> None:
     env = {"KANDEV_URL": f"http://127.0.0.1:{free_port()}"}
     result = CliRunner().invoke(app, ["questions", "list"], env=env)

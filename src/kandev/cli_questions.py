@@ -281,10 +281,15 @@ def answer_question(
             typer.echo(json.dumps(result, indent=2))
             return 0
         response = result["response"]
-        if result["claimed"]:
+        declined = result["status"] == "rejected"
+        if result["claimed"] and declined:
+            typer.echo("Declined: the agent was told you skipped its questions.")
+        elif result["claimed"]:
             typer.echo(f"{result['status'].capitalize()}: the agent has your answer.")
         else:
             typer.echo(f"Someone answered first ({result['status']}); their answer stands:")
+        if declined and not result["claimed"]:
+            typer.echo("  the questions were declined")  # a replay carries no reason (R2b)
         for entry in response["answers"]:
             picked = ", ".join(entry["selected_options"]) or "-"
             extra = f"  {entry['custom_text']}" if entry["custom_text"] else ""
