@@ -629,6 +629,19 @@ def long_conversation(board, task: dict, last: str) -> dict:
     return session
 
 
+_LIST_AT_END_JS = """() => {
+    const list = document.getElementById("conversation");
+    return list.scrollHeight - list.scrollTop - list.clientHeight <= 2;
+}"""
+
+
+def settled_layout(page, selector: str) -> dict:
+    """The layout once the list has scrolled to its end (the page scrolls it as messages
+    render: waited for as a condition, so a slow frame cannot be read half-way)."""
+    page.wait_for_function(_LIST_AT_END_JS)
+    return page.evaluate(_LAYOUT_JS, selector)
+
+
 def assert_fully_shown(layout: dict, size: dict) -> None:
     """The overlay's bar, question and options (or a permission card's head and buttons) lie
     inside the visible box of the overlay (of the card, as far as the list shows it) and of
@@ -659,7 +672,7 @@ def test_the_overlay_keeps_its_height_under_a_long_conversation(page, board) -> 
         region = overlay(page)
         expect(region.get_by_text("0 of 2 answered")).to_be_visible()
         expect(region.locator(".option")).to_have_count(3)
-        layout = page.evaluate(_LAYOUT_JS, "section.clarify")
+        layout = settled_layout(page, "section.clarify")
         assert_fully_shown(layout, size)
         assert len(layout["parts"]) == 5, layout  # the bar, the question, three options
 
@@ -674,7 +687,7 @@ def test_a_permission_card_after_a_long_conversation_is_in_view(page, board) -> 
         open_task(page, task)
         card = page.locator('#conversation [data-type="permission_request"]')
         expect(card.get_by_role("button")).to_have_text(["Reject", "Allow"])
-        layout = page.evaluate(_LAYOUT_JS, '#conversation [data-type="permission_request"]')
+        layout = settled_layout(page, '#conversation [data-type="permission_request"]')
         assert_fully_shown(layout, size)
         assert len(layout["parts"]) == 3, layout  # the head, two buttons
 
