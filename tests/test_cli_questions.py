@@ -101,18 +101,17 @@ def test_list_and_answer_from_the_terminal(live_server_factory, sqlite_url) -> N
 def test_declining_from_the_terminal_and_losing_to_a_decline(
     live_server_factory, sqlite_url
 ) -> None:
-    server = live_server_factory(sqlite_url)
-    pending_id = _question(server.url)
-    runner = CliRunner()
-    env = {"KANDEV_URL": server.url, "KANDEV_TOKEN": ""}
-    declined = runner.invoke(
-        app, ["questions", "answer", pending_id, "--reject", "not this sprint"], env=env
-    )
+    url = live_server_factory(sqlite_url).url
+    pending_id = _question(url)
+
+    def answer(*flags: str):
+        command = ["questions", "answer", pending_id, *flags]
+        return CliRunner().invoke(app, command, env={"KANDEV_URL": url, "KANDEV_TOKEN": ""})
+
+    declined = answer("--reject", "not this sprint")
     assert declined.exit_code == 0, declined.output
     assert declined.output == "Declined: the agent was told you skipped its questions.\n"
-    late = runner.invoke(
-        app, ["questions", "answer", pending_id, "-o", "pick=a", "-o", "q2=q2_opt1"], env=env
-    )
+    late = answer("-o", "pick=a", "-o", "q2=q2_opt1")
     assert late.exit_code == 0, late.output
     assert late.output.splitlines()[:2] == [
         "Someone answered first (rejected); their answer stands:",

@@ -64,7 +64,12 @@ def _second_server_refuses(tmp_path: Path, database_url: str) -> None:
         wait_for_health(url, first)
         question = _waiting_question(url, first)
         second, _ = _serve(tmp_path / "b", database_url)
-        output = second.communicate(timeout=60)[0].decode()
+        try:
+            output = second.communicate(timeout=60)[0].decode()
+        finally:
+            if second.poll() is None:  # it started after all: stop it, then fail below
+                os.killpg(second.pid, signal.SIGKILL)
+                output = second.communicate(timeout=30)[0].decode()
         assert second.returncode == 2, output
         (line,) = output.strip().splitlines()
         assert line.startswith("kandev: another Kandev server (")
