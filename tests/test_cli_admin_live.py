@@ -89,3 +89,38 @@ def test_user_create_while_the_server_runs_leaves_its_agents_and_questions(
             _wait_for(agent_replied, "the agent's reply to the answer")
     finally:
         server.stop()
+
+
+def _user_create(home: Path, email: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KANDEV_HOME": str(home), "KANDEV_USER_PASSWORD": "cli-password-1"}
+    env.pop("KANDEV_DATABASE_URL", None)
+    command = [sys.executable, "-m", "kandev", "user", "create", "--email", email, *extra]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_an_offline_command_on_a_data_dir_whose_server_uses_another_database_refuses(
+    tmp_path: Path,
+) -> None:
+    """The server holds `home` but keeps its data elsewhere (PostgreSQL, or here a SQLite
+    file of its own): `user create` without --database-url would write to a new SQLite file
+    in `home` that no server reads. It refuses, and creates nothing; with the server's
+    database named, it works."""
+    home = tmp_path / "home"
+    database = f"sqlite:///{tmp_path / 'elsewhere' / 'kandev.db'}"
+    server = ServeProcess(home, "--database-url", database)
+    try:
+        refused = _user_create(home, "lost@example.com")
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stderr.strip() == (
+            f"error: the Kandev server using {home} (pid {server.proc.pid}) runs on another "
+            "database; give that database with --database-url (or KANDEV_DATABASE_URL)"
+        )
+        assert not (home / "kandev.db").exists()
+        named = _user_create(home, "found@example.com", "--database-url", database)
+        assert named.returncode == 0, named.stderr
+        assert "created member found@example.com" in named.stdout
+    finally:
+        server.stop()
+    # No server holds it any more: the data dir's own database is the user's choice again.
+    alone = _user_create(home, "later@example.com")
+    assert alone.returncode == 0, alone.stderr

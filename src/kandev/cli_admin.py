@@ -55,6 +55,8 @@ def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) 
     from kandev.errors import KandevError
     from kandev.services import build_services
 
+    _refuse_another_servers_database(settings)
+
     async def _main() -> T:
         services = build_services(settings)
         try:
@@ -70,6 +72,25 @@ def run_offline(settings: Settings, action: Callable[[Services], Awaitable[T]]) 
     except KandevError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from exc
+
+
+def _refuse_another_servers_database(settings: Settings) -> None:
+    """Without --database-url an offline command works on the data dir's SQLite file. When
+    the server holding that data dir has no such file, it runs on another database (say,
+    PostgreSQL): writing a user or a token into a new SQLite file there would be lost."""
+    from kandev.config import SQLITE_FILE_NAME
+    from kandev.startup import live_server_pid
+
+    if settings.database_url:
+        return
+    pid = live_server_pid(settings.data_dir)
+    if pid is not None and not (settings.data_dir / SQLITE_FILE_NAME).exists():
+        typer.echo(
+            f"error: the Kandev server using {settings.data_dir} (pid {pid}) runs on another "
+            "database; give that database with --database-url (or KANDEV_DATABASE_URL)",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def _prompted_password() -> str:

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+SQLITE_FILE_NAME = "kandev.db"  # the database in the data dir, without --database-url
+
 
 def default_data_dir() -> Path:
     return Path.home() / ".kandev"
@@ -72,7 +74,7 @@ class Settings(BaseSettings):
 def normalize_database_url(url: str, data_dir: Path) -> str:
     """Accept the URLs users type (postgresql://, sqlite:///x) and pick the async driver."""
     if not url:
-        return f"sqlite+aiosqlite:///{(data_dir / 'kandev.db').resolve()}"
+        return f"sqlite+aiosqlite:///{(data_dir / SQLITE_FILE_NAME).resolve()}"
     for plain, driver in (
         ("postgresql://", "postgresql+asyncpg://"),
         ("postgres://", "postgresql+asyncpg://"),

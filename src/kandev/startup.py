@@ -112,6 +112,25 @@ class DataDirLock:
             self._fd = None
 
 
+def live_server_pid(data_dir: Path) -> str | None:
+    """The pid of the server holding `data_dir`'s lock, or None when no live server does.
+    (A shared lock taken and dropped at once: the kernel says whether anyone holds it.)"""
+    path = Path(os.path.abspath(data_dir.expanduser())) / LOCK_FILE_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _read_pid(fd: int) -> str:
     with contextlib.suppress(OSError):
         text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
