@@ -196,8 +196,8 @@ class SessionRecorder:
                     conn, events, SESSION_MESSAGE_ADDED, error, view.owner_id(session.task_id)
                 )
             await turns_repo.complete_open_turns(conn, session_id, now)
+            owner = view.owner_id(session.task_id)
             for message in await messages_repo.interrupt_open_tool_calls(conn, [session_id], now):
-                owner = view.owner_id(session.task_id)
                 await self._message_event(conn, events, SESSION_MESSAGE_UPDATED, message, owner)
             await messages_repo.clear_queue(conn, session_id)
             if revoke is not None:
